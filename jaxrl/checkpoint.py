@@ -1,0 +1,83 @@
+"""orbax checkpoints of the full (seed-batched) training state.
+
+Layout: ``<run_dir>/checkpoints/<chunk>/{state,meta}``. orbax writes each step
+to a temporary directory and renames it when complete, so an interrupted save
+never replaces the previous checkpoint; ``keep`` bounds how many stay on disk.
+Nothing is unpickled on restore: arrays come from tensorstore, metadata from JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+from jaxrl.config import ConfigError
+
+__all__ = ["Checkpointer", "config_hash"]
+
+FORMAT_VERSION = 1
+
+
+def config_hash(config_dict: dict[str, Any]) -> str:
+    """Stable hash of everything that shapes the compiled program and its numbers."""
+    ignored = {"run_dir", "runs_root", "resume", "progress", "plots", "keep", "checkpoint"}
+    relevant = {k: v for k, v in config_dict.items() if k not in ignored}
+    text = json.dumps(relevant, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Checkpointer:
+    """Save/restore ``(state, meta)`` pairs keyed by chunk index."""
+
+    def __init__(self, run_dir: str, keep: int = 2):
+        import orbax.checkpoint as ocp
+
+        self._ocp = ocp
+        self.directory = os.path.abspath(os.path.join(run_dir, "checkpoints"))
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False, create=True)
+        self.manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def save(self, chunk: int, state: Any, meta: dict[str, Any]) -> None:
+        ocp = self._ocp
+        meta = dict(meta, format_version=FORMAT_VERSION)
+        self.manager.save(
+            chunk,
+            args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+            force=True,
+        )
+        self.manager.wait_until_finished()
+
+    def latest(self) -> int | None:
+        return self.manager.latest_step()
+
+    def restore(self, abstract_state: Any, chunk: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """Restore into the structure of ``abstract_state`` (``jax.eval_shape`` of init)."""
+        ocp = self._ocp
+        step = self.latest() if chunk is None else chunk
+        if step is None:
+            raise ConfigError(
+                "resume",
+                os.path.dirname(self.directory),
+                "holds no complete checkpoint",
+                "start a new run without resume=",
+            )
+        try:
+            restored = self.manager.restore(
+                step,
+                args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()),
+            )
+        except Exception as error:  # orbax/tensorstore raise many types for damaged files
+            reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+            raise ConfigError(
+                "resume",
+                os.path.dirname(self.directory),
+                f"checkpoint {step} is unreadable or does not match this config ({reason})",
+                "start a new run, or resume a run directory with an intact checkpoint",
+            ) from None
+        return restored["state"], dict(restored["meta"])
+
+    def close(self) -> None:
+        self.manager.wait_until_finished()
+        self.manager.close()

@@ -1,0 +1,526 @@
+"""Typed configuration: frozen dataclasses, per-env presets, validation.
+
+A run is described by one :class:`Config`. Its fields split by *type* into two
+kinds (STYLE #4):
+
+* static settings — shapes, counts, flags, module choices — that the compiled
+  program closes over (``num_envs``, ``algo.num_steps``, ``algo.hidden_sizes``…);
+* float hyperparameters — ``algo.lr``, ``algo.gamma``, … — that become a pytree
+  (:class:`jaxrl.ppo.PPOHParams`) passed *as an argument* to the compiled
+  program, so one compile serves many seeds and hyperparameter settings.
+
+The command line is parsed by hydra (``key=value`` overrides on structured
+configs). Parsing order: dataclass defaults ← the env/algo preset ← the user's
+overrides. Every mistake is reported as a :class:`ConfigError`: one line naming
+the field, the value, the constraint and a fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "PPOConfig",
+    "PRESETS",
+    "parse",
+    "validate",
+    "seed_ids",
+]
+
+
+class ConfigError(ValueError):
+    """A user mistake: bad key, bad value, impossible sizes, missing files.
+
+    ``str(error)`` is one line: field, value, constraint and a fix. The CLI
+    prints it and exits with status 2.
+    """
+
+    def __init__(self, field_name: str, value: Any, constraint: str, fix: str):
+        self.field = field_name
+        self.value = value
+        self.constraint = constraint
+        self.fix = fix
+        super().__init__(f"{field_name}={value!s}: {constraint}; fix: {fix}")
+
+
+# ---------------------------------------------------------------------------
+# Algorithm configs (a hydra config group: `algo=ppo`)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Proximal Policy Optimization (Schulman et al., 2017, arXiv:1707.06347)."""
+
+    name: str = "ppo"
+    # --- static: shapes, counts, flags -----------------------------------
+    num_steps: int = 128  # rollout length T per env per update
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"  # tanh | relu | elu | gelu | silu
+    shared_torso: bool = False  # one torso for actor and critic
+    lr_schedule: str = "linear"  # constant | linear (anneal to 0) | adaptive (KL)
+    clip_value: bool = True  # PPO2-style clipped value loss
+    normalize_advantages: bool = True  # per minibatch
+    normalize_obs: bool = False  # running mean/std, per seed
+    gae_method: str = "auto"  # auto | associative | scan
+    # --- traced: float hyperparameters (vmappable) -----------------------
+    lr: float = 2.5e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    target_kl: float = 0.01  # only for lr_schedule=adaptive
+    min_lr: float = 1e-6  # bounds for lr_schedule=adaptive
+    max_lr: float = 1e-2
+
+    TRACED: ClassVar[tuple[str, ...]] = (
+        "lr",
+        "gamma",
+        "gae_lambda",
+        "clip_eps",
+        "vf_coef",
+        "ent_coef",
+        "max_grad_norm",
+        "target_kl",
+        "min_lr",
+        "max_lr",
+    )
+
+
+ALGOS: dict[str, type] = {"ppo": PPOConfig}
+
+
+# ---------------------------------------------------------------------------
+# The run config
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    """One training run: env × algorithm × seeds."""
+
+    env: str = "cartpole"
+    algo: Any = field(default_factory=PPOConfig)
+    seeds: Any = 16  # a count N (seed ids seed..seed+N-1) or an explicit list of ids
+    seed: int = 0  # first seed id when `seeds` is a count
+    num_envs: int = 4  # parallel envs per seed
+    total_timesteps: int = 500_000  # env steps per seed (rounded up to whole chunks)
+    num_evals: int = 20  # evaluation / logging / checkpoint points
+    eval_episodes: int = 16  # deterministic eval episodes per seed, per eval point
+    eval_max_steps: int = 0  # 0: the env's own time limit
+    run_dir: str | None = None  # default: <runs_root>/<env>-<algo>-<timestamp>
+    runs_root: str = "runs"
+    resume: str | None = None  # a run directory to continue
+    checkpoint: bool = True
+    keep: int = 2  # checkpoints kept on disk
+    progress: bool = True  # live progress from inside the compiled program
+    plots: bool = True
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per update and seed: ``num_envs × algo.num_steps``."""
+        return self.num_envs * self.algo.num_steps
+
+
+def seed_ids(config: Config) -> tuple[int, ...]:
+    """The seed ids a config runs, e.g. ``seeds=4 seed=10`` → (10, 11, 12, 13)."""
+    if isinstance(config.seeds, (list, tuple)):
+        return tuple(int(s) for s in config.seeds)
+    return tuple(range(config.seed, config.seed + int(config.seeds)))
+
+
+# ---------------------------------------------------------------------------
+# Presets: settings per (env, algo), applied under the user's overrides
+# ---------------------------------------------------------------------------
+
+PRESETS: dict[tuple[str, str], dict[str, Any]] = {
+    # Tuned to solve CartPole (deterministic eval ≥ 475) on every seed fast on a
+    # 2-core CPU. experiments/robust_cartpole.py runs exactly the CLI's program:
+    # 192 of 192 seeds (0-191) solved; at 150k steps 62 of 64 (see the README).
+    ("CartPole-v1", "ppo"): {
+        "num_envs": 8,
+        "total_timesteps": 200_000,
+        "num_evals": 10,
+        "algo.num_steps": 32,
+        "algo.update_epochs": 2,
+        "algo.num_minibatches": 4,
+        "algo.lr": 5e-3,
+        "algo.ent_coef": 0.0,
+    },
+    ("Acrobot-v1", "ppo"): {"num_envs": 16, "total_timesteps": 500_000},
+    ("MountainCar-v0", "ppo"): {"num_envs": 16, "total_timesteps": 1_000_000},
+    ("Pendulum-v1", "ppo"): {
+        "num_envs": 16,
+        "total_timesteps": 1_000_000,
+        "algo.normalize_obs": True,
+        "algo.lr": 1e-3,
+        "algo.ent_coef": 0.0,
+        "algo.num_steps": 64,
+        "algo.update_epochs": 10,
+        "algo.num_minibatches": 16,
+        "algo.gae_lambda": 0.9,
+    },
+}
+
+
+# ---------------------------------------------------------------------------
+# Parsing (hydra compose API on structured configs)
+# ---------------------------------------------------------------------------
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return {f.name: f.type for f in dataclasses.fields(cls)}
+
+
+def _int_keys() -> set[str]:
+    keys = {k for k, t in _field_types(Config).items() if t in ("int", int)}
+    for algo_cls in ALGOS.values():
+        keys |= {f"algo.{k}" for k, t in _field_types(algo_cls).items() if t in ("int", int)}
+    return keys
+
+
+def _all_keys(algo: str) -> list[str]:
+    keys = [k for k in _field_types(Config) if k != "algo"]
+    algo_cls = ALGOS.get(algo, PPOConfig)
+    keys += [f"algo.{k}" for k in _field_types(algo_cls) if k != "name"]
+    return keys
+
+
+_FLOAT_INT = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$|^[+-]?\d+\.0*$")
+
+
+def _normalize_override(item: str, int_keys: set[str]) -> str:
+    """Accept ``total_timesteps=2e5`` for integer fields (exact integers only)."""
+    key, sep, value = item.partition("=")
+    if sep and key in int_keys and _FLOAT_INT.match(value.strip()):
+        number = float(value)
+        if number.is_integer():
+            return f"{key}={int(number)}"
+    return item
+
+
+def _split_override(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        from jaxrl.envs import canonical_name
+
+        fix = f"write env={item}" if canonical_name(item) else f"write e.g. {item}=VALUE"
+        raise ConfigError(item, "(no value)", "overrides are key=value", fix)
+    key, _, value = item.partition("=")
+    return key.strip(), value
+
+
+def _check_override_syntax(item: str) -> None:
+    key, value = _split_override(item)
+    if key.startswith(("+", "~")) or key.startswith("hydra"):
+        raise ConfigError(
+            key,
+            value,
+            "adding or deleting config keys is not allowed",
+            f"set an existing key without the prefix, e.g. {key.lstrip('+~')}={value}",
+        )
+    if "_target_" in key or "_target_" in value:
+        raise ConfigError(
+            key,
+            value,
+            "object instantiation (_target_) from configs is not allowed",
+            "remove the _target_ override",
+        )
+
+
+def _hydra_compose(overrides: list[str]):
+    from hydra import compose, initialize
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    def node(cls: type):
+        # Frozen dataclasses become read-only OmegaConf nodes; overrides must be
+        # able to write them during composition (the result is frozen again
+        # when converted back to the dataclass).
+        n = OmegaConf.structured(cls)
+        _writable(n)
+        return n
+
+    def _writable(container) -> None:
+        OmegaConf.set_readonly(container, False)
+        keys = range(len(container)) if OmegaConf.is_list(container) else list(container.keys())
+        for key in keys:
+            child = container._get_node(key)
+            if OmegaConf.is_config(child):
+                _writable(child)
+
+    store = ConfigStore.instance()
+    store.store(name="jaxrl_base", node=node(Config))
+    for name, cls in ALGOS.items():
+        store.store(group="algo", name=name, node=node(cls))
+    store.store(name="jaxrl", node={"defaults": ["jaxrl_base", {"algo": "ppo"}, "_self_"]})
+
+    GlobalHydra.instance().clear()
+    with initialize(version_base=None, config_path=None):
+        return compose(config_name="jaxrl", overrides=overrides)
+
+
+def _explain_hydra_error(error: Exception, overrides: list[str]) -> ConfigError:
+    """Turn a hydra/omegaconf composition error into a one-line ConfigError."""
+    cause = error.__cause__ or error
+    text = str(cause)
+    full_key = re.search(r"full_key: (\S+)", text)
+    key = full_key.group(1) if full_key else None
+    values = dict(_split_override(o) for o in overrides if "=" in o)
+    algo = values.get("algo", "ppo")
+    if "Could not find 'algo/" in str(error):
+        return ConfigError(
+            "algo",
+            algo,
+            f"unknown algorithm; known: {', '.join(sorted(ALGOS))}",
+            "pass algo=ppo",
+        )
+    missing = re.search(r"Key '([^']+)' not in '(\w+)'", text) or re.search(r"Could not override '([^']+)'", str(error))
+    if missing:
+        name = key or missing.group(1)
+        if name not in values and missing.group(1) in values:
+            name = missing.group(1)
+        close = difflib.get_close_matches(name, _all_keys(algo), n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(close)}?" if close else "see `python -m jaxrl.train --help`"
+        return ConfigError(name, values.get(name, "?"), "unknown config key", hint)
+    convert = re.search(r"Value '([^']*)' of type '(\w+)' could not be converted to (\w+)", text)
+    if convert:
+        name = key or "?"
+        wanted = convert.group(3).lower()
+        article = "an" if wanted[0] in "aeiou" else "a"
+        return ConfigError(
+            name,
+            values.get(name, convert.group(1)),
+            f"must be {article} {wanted}",
+            f"pass {article} {wanted}, e.g. {name}={_example(name, wanted)}",
+        )
+    first_line = text.strip().splitlines()[0] if text.strip() else type(cause).__name__
+    return ConfigError(key or "overrides", " ".join(overrides), first_line, "check the override syntax key=value")
+
+
+def _example(name: str, kind: str) -> str:
+    """The field's default value as an example, else a generic one of its type."""
+    head, _, tail = name.partition(".")
+    cls, field_name = (PPOConfig, tail) if head == "algo" and tail else (Config, head)
+    for f in dataclasses.fields(cls):
+        if f.name == field_name and not isinstance(f.default, type(dataclasses.MISSING)):
+            value = f.default
+            return str(value).lower() if isinstance(value, bool) else str(value)
+    return {"integer": "4", "float": "0.001", "boolean": "true", "string": "name"}.get(kind, "VALUE")
+
+
+def _freeze(obj: Any) -> Any:
+    """Lists → tuples, recursively through dataclasses, so configs are hashable."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        values = {f.name: _freeze(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return type(obj)(**values)
+    if isinstance(obj, list):
+        return tuple(_freeze(v) for v in obj)
+    return obj
+
+
+def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Build a validated-for-syntax :class:`Config` from ``key=value`` overrides.
+
+    Presets for the chosen env and algorithm apply first; the user's overrides
+    win over them. Raises :class:`ConfigError` for unknown keys, wrong types and
+    malformed overrides. Semantic checks (sizes, ranges, env names) are done by
+    :func:`validate`.
+    """
+    from omegaconf import OmegaConf
+
+    overrides = [str(o) for o in overrides]
+    for item in overrides:
+        _check_override_syntax(item)
+    int_keys = _int_keys()
+    overrides = [_normalize_override(o, int_keys) for o in overrides]
+
+    values = dict(_split_override(o) for o in overrides)
+    algo = values.get("algo", "ppo")
+    env = values.get("env", Config.env)
+    preset: dict[str, Any] = {}
+    if algo in ALGOS:
+        from jaxrl.envs import canonical_name
+
+        canonical = canonical_name(env)
+        if canonical is not None:
+            preset = PRESETS.get((canonical, algo), {})
+    preset_overrides = [f"{k}={_to_override_value(v)}" for k, v in preset.items()]
+    try:
+        composed = _hydra_compose(preset_overrides + overrides)
+        config = OmegaConf.to_object(composed)
+    except Exception as error:  # hydra/omegaconf raise many types
+        raise _explain_hydra_error(error, overrides) from None
+    return _freeze(config)
+
+
+def _to_override_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_to_override_value(v) for v in value) + "]"
+    return str(value)
+
+
+def to_dict(config: Config) -> dict[str, Any]:
+    """Plain-dict view (for config.yaml and summary.json)."""
+    out = dataclasses.asdict(config)
+    return _lists(out)
+
+
+def _lists(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _lists(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_lists(v) for v in obj]
+    return obj
+
+
+def from_dict(data: dict[str, Any]) -> Config:
+    """Inverse of :func:`to_dict` (used by ``resume=``)."""
+    data = dict(data)
+    algo = dict(data.pop("algo"))
+    algo_cls = ALGOS.get(algo.get("name", "ppo"))
+    if algo_cls is None:
+        raise ConfigError("algo", algo.get("name"), "unknown algorithm", "pass algo=ppo")
+    known = {f.name for f in dataclasses.fields(algo_cls)}
+    unknown = sorted(set(algo) - known)
+    if unknown:
+        raise ConfigError(f"algo.{unknown[0]}", algo[unknown[0]], "unknown config key", "edit config.yaml")
+    top_known = {f.name for f in dataclasses.fields(Config)}
+    unknown = sorted(set(data) - top_known)
+    if unknown:
+        raise ConfigError(unknown[0], data[unknown[0]], "unknown config key", "edit config.yaml")
+    return _freeze(Config(algo=algo_cls(**algo), **data))
+
+
+# ---------------------------------------------------------------------------
+# Semantic validation (before anything compiles)
+# ---------------------------------------------------------------------------
+
+_ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
+
+
+def _positive_int(name: str, value: Any, example: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(name, value, "must be a positive integer", f"pass e.g. {name}={example}")
+
+
+def _unit_interval(name: str, value: float, default: float) -> None:
+    if not (0.0 <= float(value) <= 1.0):
+        raise ConfigError(name, value, "must lie in [0, 1]", f"pass e.g. {name}={default}")
+
+
+def _non_negative(name: str, value: float, default: float) -> None:
+    if not float(value) >= 0.0:
+        raise ConfigError(name, value, "must be ≥ 0", f"pass e.g. {name}={default}")
+
+
+def validate(config: Config) -> Config:
+    """Check sizes, ranges and choices; return the config or raise ConfigError."""
+    from jaxrl import envs
+
+    if envs.canonical_name(config.env) is None:
+        close = envs.suggest(config.env)
+        hint = f"did you mean {' or '.join(close)}?" if close else "list names with jaxrl.envs.names()"
+        raise ConfigError("env", config.env, "unknown environment", hint)
+
+    seeds = config.seeds
+    if isinstance(seeds, (list, tuple)):
+        if not seeds:
+            raise ConfigError("seeds", list(seeds), "must name at least one seed", "pass seeds=16 or seeds=[0,1]")
+        for s in seeds:
+            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+                raise ConfigError("seeds", list(seeds), "seed ids must be integers ≥ 0", "pass seeds=[0,1,2]")
+        if len(set(seeds)) != len(seeds):
+            raise ConfigError("seeds", list(seeds), "seed ids must be distinct", "remove the repeated ids")
+    else:
+        _positive_int("seeds", seeds, 16)
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
+        raise ConfigError("seed", config.seed, "must be an integer ≥ 0", "pass seed=0")
+    _positive_int("num_envs", config.num_envs, 4)
+    _positive_int("total_timesteps", config.total_timesteps, 500000)
+    _positive_int("num_evals", config.num_evals, 20)
+    _positive_int("eval_episodes", config.eval_episodes, 16)
+    _positive_int("keep", config.keep, 2)
+    if config.eval_max_steps < 0:
+        raise ConfigError(
+            "eval_max_steps", config.eval_max_steps, "must be ≥ 0 (0 = env's limit)", "pass eval_max_steps=0"
+        )
+
+    algo = config.algo
+    if isinstance(algo, PPOConfig):
+        _validate_ppo(config, algo)
+    return config
+
+
+def _validate_ppo(config: Config, algo: PPOConfig) -> None:
+    _positive_int("algo.num_steps", algo.num_steps, 128)
+    _positive_int("algo.update_epochs", algo.update_epochs, 4)
+    _positive_int("algo.num_minibatches", algo.num_minibatches, 4)
+    if not algo.hidden_sizes or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in algo.hidden_sizes):
+        raise ConfigError(
+            "algo.hidden_sizes",
+            list(algo.hidden_sizes),
+            "must be a non-empty list of positive integers",
+            "pass algo.hidden_sizes=[64,64]",
+        )
+    if algo.activation not in _ACTIVATIONS:
+        raise ConfigError(
+            "algo.activation", algo.activation, f"must be one of {', '.join(_ACTIVATIONS)}", "pass algo.activation=tanh"
+        )
+    if algo.lr_schedule not in ("constant", "linear", "adaptive"):
+        raise ConfigError(
+            "algo.lr_schedule", algo.lr_schedule, "must be constant, linear or adaptive", "pass algo.lr_schedule=linear"
+        )
+    if algo.gae_method not in ("auto", "associative", "scan"):
+        raise ConfigError(
+            "algo.gae_method", algo.gae_method, "must be auto, associative or scan", "pass algo.gae_method=auto"
+        )
+    batch = config.num_envs * algo.num_steps
+    if batch % algo.num_minibatches:
+        raise ConfigError(
+            "algo.num_minibatches",
+            algo.num_minibatches,
+            f"must divide the batch num_envs × algo.num_steps = {config.num_envs} × {algo.num_steps} = {batch}",
+            f"pass a divisor of {batch}, e.g. algo.num_minibatches={_divisor_near(batch, algo.num_minibatches)}",
+        )
+    if config.total_timesteps < batch:
+        raise ConfigError(
+            "total_timesteps",
+            config.total_timesteps,
+            f"is below one rollout (num_envs × algo.num_steps = {batch})",
+            f"pass total_timesteps≥{batch} or fewer num_envs/algo.num_steps",
+        )
+    _unit_interval("algo.gamma", algo.gamma, 0.99)
+    _unit_interval("algo.gae_lambda", algo.gae_lambda, 0.95)
+    if not float(algo.lr) > 0:
+        raise ConfigError("algo.lr", algo.lr, "must be > 0", "pass e.g. algo.lr=3e-4")
+    if not float(algo.clip_eps) > 0:
+        raise ConfigError("algo.clip_eps", algo.clip_eps, "must be > 0", "pass e.g. algo.clip_eps=0.2")
+    if not float(algo.max_grad_norm) > 0:
+        raise ConfigError("algo.max_grad_norm", algo.max_grad_norm, "must be > 0", "pass e.g. algo.max_grad_norm=0.5")
+    _non_negative("algo.vf_coef", algo.vf_coef, 0.5)
+    _non_negative("algo.ent_coef", algo.ent_coef, 0.01)
+    if algo.lr_schedule == "adaptive":
+        if not float(algo.target_kl) > 0:
+            raise ConfigError("algo.target_kl", algo.target_kl, "must be > 0", "pass e.g. algo.target_kl=0.01")
+        if not 0 < float(algo.min_lr) <= float(algo.max_lr):
+            raise ConfigError(
+                "algo.min_lr", algo.min_lr, f"must satisfy 0 < min_lr ≤ max_lr={algo.max_lr}", "pass algo.min_lr=1e-6"
+            )
+
+
+def _divisor_near(n: int, target: int) -> int:
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    return min(divisors, key=lambda d: (abs(d - target), d))

@@ -1,0 +1,103 @@
+"""Environments by name behind one contract (see :mod:`jaxrl.envs.core`).
+
+>>> env = jaxrl.envs.make("cartpole")        # short name
+>>> env = jaxrl.envs.make("Breakout-MinAtar")  # any gymnax id
+>>> env = jaxrl.envs.from_gymnax(MyEnv())    # a user's gymnax Environment
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from jaxrl.envs.core import Box, Discrete, Env, EnvState, EnvStep
+
+__all__ = [
+    "Box",
+    "Discrete",
+    "Env",
+    "EnvState",
+    "EnvStep",
+    "canonical_name",
+    "from_gymnax",
+    "make",
+    "names",
+    "suggest",
+]
+
+SHORT_NAMES = {
+    "cartpole": "CartPole-v1",
+    "acrobot": "Acrobot-v1",
+    "mountaincar": "MountainCar-v0",
+    "pendulum": "Pendulum-v1",
+    "mountaincar-continuous": "MountainCarContinuous-v0",
+}
+
+# gymnax ids that need a download at construction time (no network here).
+_NEEDS_DOWNLOAD = {"MNISTBandit-bsuite"}
+
+
+def _gymnax_ids() -> list[str]:
+    import gymnax
+
+    return [n for n in gymnax.registered_envs if n not in _NEEDS_DOWNLOAD]
+
+
+def names() -> list[str]:
+    """All names :func:`make` accepts: short names first, then gymnax ids."""
+    return list(SHORT_NAMES) + _gymnax_ids()
+
+
+def canonical_name(name: str) -> str | None:
+    """Resolve a short name / gymnax id (case-insensitive) or return None."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip()
+    if key.lower().startswith("gymnax:"):
+        key = key.split(":", 1)[1]
+    if key.lower() in SHORT_NAMES:
+        return SHORT_NAMES[key.lower()]
+    by_lower = {n.lower(): n for n in _gymnax_ids()}
+    return by_lower.get(key.lower())
+
+
+def suggest(name: str, n: int = 3) -> list[str]:
+    """Nearest known names to a misspelt ``name``."""
+    pool = names()
+    lower = {p.lower(): p for p in pool}
+    close = difflib.get_close_matches(str(name).lower(), list(lower), n=n, cutoff=0.5)
+    return [lower[c] for c in close]
+
+
+def make(name: str, **kwargs: Any) -> Env:
+    """Build an environment by short name or gymnax id.
+
+    Raises ``ValueError`` with the nearest names when ``name`` is unknown.
+    """
+    canonical = canonical_name(name)
+    if canonical is None:
+        close = suggest(name)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"unknown environment {name!r}.{hint} See jaxrl.envs.names().")
+    import gymnax
+
+    from jaxrl.envs.gymnax_env import GymnaxEnv
+
+    env, params = gymnax.make(canonical, **kwargs)
+    return GymnaxEnv(env, params, name=canonical)
+
+
+def from_gymnax(env: Any, params: Any = None) -> Env:
+    """Adapt a gymnax ``Environment`` instance (e.g. a user's own subclass)."""
+    from jaxrl.envs.gymnax_env import GymnaxEnv
+
+    return GymnaxEnv(env, params)
+
+
+def as_env(env: Any) -> Env:
+    """Accept a jaxrl :class:`Env` or a gymnax ``Environment``."""
+    if isinstance(env, Env):
+        return env
+    if hasattr(env, "step_env") and hasattr(env, "reset_env"):
+        return from_gymnax(env)
+    raise TypeError(f"env must be a jaxrl.envs.Env or a gymnax Environment, got {type(env).__name__}")

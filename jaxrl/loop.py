@@ -1,0 +1,207 @@
+"""The training program: ``init`` / ``update`` / ``train_chunk`` / ``train``.
+
+Everything here is written for ONE seed and one hyperparameter setting (STYLE
+#3); the driver (and research code) adds the seed / hyperparameter axes with
+``jax.vmap`` outside::
+
+    trainer = jaxrl.make_train(config)
+    hp = trainer.hparams                                  # PPOHParams pytree
+    keys = jnp.stack([jax.random.key_data(jax.random.key(s)) for s in (0, 1, 2)])
+    state = jax.jit(jax.vmap(trainer.init, (0, None)))(keys, hp)
+    state, metrics = jax.jit(jax.vmap(trainer.train_chunk, (0, None)))(state, hp)
+
+A chunk is ``chunk_updates`` PPO updates (a ``lax.scan``) followed by a
+deterministic evaluation on separate env copies; the host logs and
+checkpoints between chunks. ``train(key, hp)`` is the whole run as one
+program (init plus every chunk in one ``lax.scan``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl import envs as envs_lib
+from jaxrl import ppo
+from jaxrl.config import Config, PPOConfig, seed_ids
+from jaxrl.evaluate import EvalMetrics, make_evaluate
+
+__all__ = [
+    "TrainState",
+    "EvalMetrics",
+    "ChunkMetrics",
+    "Trainer",
+    "make_train",
+    "seed_keys",
+    "make_batched",
+]
+
+
+@struct.dataclass
+class TrainState:
+    """One seed's complete training state (checkpointed as is)."""
+
+    agent: Any  # algorithm state, e.g. ppo.PPOState
+    eval_key: jax.Array  # uint32 [2] evaluation stream, separate from training's
+    update: jax.Array  # int32 [] updates done
+
+
+class ChunkMetrics(NamedTuple):
+    updates: Any  # algorithm UpdateMetrics, each field [chunk_updates]
+    eval: EvalMetrics  # at the end of the chunk
+
+
+class Trainer(NamedTuple):
+    """Pure functions of one seed plus the static facts of the run."""
+
+    init: Callable[[jax.Array, Any], TrainState]
+    update: Callable[[TrainState, Any], tuple[TrainState, Any]]
+    evaluate: Callable[[TrainState], tuple[TrainState, EvalMetrics]]
+    train_chunk: Callable[[TrainState, Any], tuple[TrainState, ChunkMetrics]]
+    train: Callable[[jax.Array, Any], tuple[TrainState, ChunkMetrics]]
+    hparams: Any  # default traced hyperparameters from the config
+    config: Config
+    env: envs_lib.Env
+    agent: Any
+    num_updates: int  # total updates per seed
+    chunk_updates: int  # updates per chunk
+    num_chunks: int
+    steps_per_update: int  # env steps per update and seed
+
+    @property
+    def total_env_steps(self) -> int:
+        """Env steps per seed actually trained (≥ config.total_timesteps rounded to a rollout)."""
+        return self.num_updates * self.steps_per_update
+
+
+def schedule(config: Config) -> tuple[int, int, int]:
+    """``(num_updates, chunk_updates, num_chunks)`` for a config.
+
+    The requested budget ``total_timesteps // batch`` is split into
+    ``num_evals`` chunks of equal length, rounding up to whole chunks.
+    """
+    requested = max(1, config.total_timesteps // config.batch_size)
+    chunk_updates = math.ceil(requested / config.num_evals)
+    num_chunks = math.ceil(requested / chunk_updates)
+    return chunk_updates * num_chunks, chunk_updates, num_chunks
+
+
+def seed_keys(config: Config) -> jax.Array:
+    """uint32 ``[S, 2]`` keys, ``PRNGKey(seed_id)`` per seed: a seed's stream
+    never depends on which other seeds run beside it."""
+    return jnp.stack([jax.random.PRNGKey(s) for s in seed_ids(config)])
+
+
+def make_train(config: Config, env: Any = None, env_params: Any = None) -> Trainer:
+    """Build the pure training functions for ``config``.
+
+    Args:
+      config: a :class:`jaxrl.config.Config` (see :func:`jaxrl.config.parse`).
+      env: ``None`` (make ``config.env`` by name), a :class:`jaxrl.envs.Env`,
+        or a user's gymnax ``Environment`` instance.
+      env_params: backend env parameters (default: the env's own defaults).
+
+    Returns:
+      a :class:`Trainer`. Its functions are pure and unbatched (one seed); the
+      float hyperparameters are an argument (``trainer.hparams`` holds the
+      config's values) so the caller may vmap over them.
+    """
+    env = envs_lib.make(config.env) if env is None else envs_lib.as_env(env)
+    env_params = env.default_params if env_params is None else env_params
+    num_updates, chunk_updates, num_chunks = schedule(config)
+    algo = config.algo
+    if not isinstance(algo, PPOConfig):
+        raise TypeError(f"unsupported algorithm config {type(algo).__name__}")
+    agent = ppo.make_agent(algo, env, config.num_envs, num_updates, env_params)
+    hparams = ppo.PPOHParams.from_config(algo)
+    eval_steps = config.eval_max_steps or env.max_episode_steps or 1000
+
+    def init(key: jax.Array, hp: Any) -> TrainState:
+        key_agent, key_eval = jax.random.split(key)
+        return TrainState(
+            agent=agent.init(key_agent, hp),
+            eval_key=key_eval,
+            update=jnp.zeros((), jnp.int32),
+        )
+
+    def update(state: TrainState, hp: Any) -> tuple[TrainState, Any]:
+        agent_state, metrics = agent.update(state.agent, hp, state.update)
+        return state.replace(agent=agent_state, update=state.update + 1), metrics
+
+    run_eval = make_evaluate(env, agent.act, config.eval_episodes, eval_steps, env_params)
+
+    def evaluate(state: TrainState) -> tuple[TrainState, EvalMetrics]:
+        """``eval_episodes`` deterministic episodes on fresh env copies (own PRNG stream)."""
+        eval_key, key = jax.random.split(state.eval_key)
+        return state.replace(eval_key=eval_key), run_eval(state.agent, key)
+
+    def train_chunk(state: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
+        state, metrics = jax.lax.scan(lambda s, _: update(s, hp), state, None, length=chunk_updates)
+        state, eval_metrics = evaluate(state)
+        return state, ChunkMetrics(metrics, eval_metrics)
+
+    def train(key: jax.Array, hp: Any) -> tuple[TrainState, ChunkMetrics]:
+        state = init(key, hp)
+        return jax.lax.scan(lambda s, _: train_chunk(s, hp), state, None, length=num_chunks)
+
+    return Trainer(
+        init=init,
+        update=update,
+        evaluate=evaluate,
+        train_chunk=train_chunk,
+        train=train,
+        hparams=hparams,
+        config=config,
+        env=env,
+        agent=agent,
+        num_updates=num_updates,
+        chunk_updates=chunk_updates,
+        num_chunks=num_chunks,
+        steps_per_update=agent.steps_per_update,
+    )
+
+
+class Progress(NamedTuple):
+    """What the compiled program reports to the host after every update."""
+
+    update: jax.Array  # int32 [] updates done (same for every seed)
+    episode_return_sum: jax.Array  # [S]
+    episodes: jax.Array  # [S]
+
+
+def make_batched(
+    trainer: Trainer,
+    hparams_batched: bool = False,
+    progress: Callable[[Progress], None] | None = None,
+) -> tuple[Callable, Callable]:
+    """Seed-batched ``init(keys [S,2], hp)`` and ``chunk(states, hp)``.
+
+    The seed axis (and, with ``hparams_batched``, the hyperparameter pytree's
+    leading axis) is added by ``jax.vmap``. ``progress`` — a host function —
+    is called after every update from inside the compiled scan with a
+    :class:`Progress` of the whole batch (one host call, not one per seed).
+    """
+    hp_axis = 0 if hparams_batched else None
+    init_b = jax.vmap(trainer.init, in_axes=(0, hp_axis))
+    update_b = jax.vmap(trainer.update, in_axes=(0, hp_axis))
+    evaluate_b = jax.vmap(trainer.evaluate)
+
+    def chunk(states: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
+        def body(states, _):
+            states, metrics = update_b(states, hp)
+            if progress is not None:
+                jax.debug.callback(progress, Progress(states.update[0], metrics.episode_return_sum, metrics.episodes))
+            return states, metrics
+
+        states, metrics = jax.lax.scan(body, states, None, length=trainer.chunk_updates)
+        # scan stacks updates first: [U, S] → [S, U] so every leaf is seed-major.
+        metrics = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), metrics)
+        states, eval_metrics = evaluate_b(states)
+        return states, ChunkMetrics(metrics, eval_metrics)
+
+    return init_b, chunk

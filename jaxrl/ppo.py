@@ -1,0 +1,504 @@
+"""Proximal Policy Optimization (Schulman et al., 2017, arXiv:1707.06347).
+
+Pure pieces, importable on their own:
+
+* :func:`loss_from_outputs` — the clipped-surrogate / value / entropy loss on
+  plain arrays (hand-checkable);
+* :func:`ppo_loss` — the same from network parameters and a :class:`Batch`;
+* :func:`sgd_step` — one minibatch step: gradient, global-norm clipping, Adam,
+  learning-rate scaling, KL-adaptive learning rate;
+* :func:`learn` — ``update_epochs × num_minibatches`` SGD steps on a rollout;
+* :func:`rollout` — ``T`` steps of ``N`` vmapped envs recording behaviour
+  log-probs and values at collection time;
+* :func:`make_agent` — ties them into ``init`` / ``update`` / ``act`` for
+  :func:`jaxrl.make_train`.
+
+Float hyperparameters live in :class:`PPOHParams` (a pytree, vmappable);
+shapes and flags come from the static :class:`jaxrl.config.PPOConfig`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl import normalize
+from jaxrl.advantages import gae
+from jaxrl.config import PPOConfig
+from jaxrl.distributions import Categorical, DiagGaussian
+from jaxrl.envs.core import Discrete, Env
+from jaxrl.networks import ActorCritic
+
+__all__ = [
+    "PPOHParams",
+    "PPOState",
+    "Transition",
+    "Batch",
+    "LossMetrics",
+    "UpdateMetrics",
+    "Agent",
+    "make_network",
+    "distribution",
+    "loss_from_outputs",
+    "ppo_loss",
+    "sgd_step",
+    "learn",
+    "rollout",
+    "make_agent",
+]
+
+ADAM_EPS = 1e-5
+
+
+@struct.dataclass
+class PPOHParams:
+    """Traced PPO hyperparameters (float32 scalars; add a leading axis to vmap)."""
+
+    lr: jax.Array  # Adam step size (initial value for the schedules)
+    gamma: jax.Array  # discount γ
+    gae_lambda: jax.Array  # GAE λ
+    clip_eps: jax.Array  # ratio clip ε (also the value clip)
+    vf_coef: jax.Array  # value-loss weight
+    ent_coef: jax.Array  # entropy-bonus weight
+    max_grad_norm: jax.Array  # global-norm gradient clip
+    target_kl: jax.Array  # KL target of lr_schedule=adaptive
+    min_lr: jax.Array  # lr bounds of lr_schedule=adaptive
+    max_lr: jax.Array
+
+    @classmethod
+    def from_config(cls, algo: PPOConfig) -> PPOHParams:
+        return cls(**{k: jnp.asarray(getattr(algo, k), jnp.float32) for k in PPOConfig.TRACED})
+
+
+class Transition(NamedTuple):
+    """One rollout step for ``N`` envs (stacked to ``[T, N, ...]`` by the scan)."""
+
+    obs: jax.Array  # [N, *obs] raw observation s_t
+    action: jax.Array  # [N] int32 or [N, d] float32 (unclipped sample)
+    log_prob: jax.Array  # [N] behaviour log π(a|s) at collection time
+    value: jax.Array  # [N] V(s) at collection time
+    reward: jax.Array  # [N]
+    terminated: jax.Array  # [N] bool
+    truncated: jax.Array  # [N] bool
+    final_obs: jax.Array  # [N, *obs] raw pre-reset s_{t+1}
+    episode_return: jax.Array  # [N] return of an episode ending here (valid where done)
+    episode_length: jax.Array  # [N]
+
+
+class Batch(NamedTuple):
+    """Learner input, flattened to ``[B, ...]``."""
+
+    obs: jax.Array  # [B, *obs]
+    action: jax.Array  # [B] or [B, d]
+    log_prob: jax.Array  # [B] behaviour log-prob
+    value: jax.Array  # [B] value at collection
+    advantage: jax.Array  # [B] GAE
+    target: jax.Array  # [B] value target = advantage + value
+
+
+class LossMetrics(NamedTuple):
+    total: jax.Array
+    policy: jax.Array
+    value: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array  # E[(r − 1) − log r], Schulman's low-variance estimator
+    clip_frac: jax.Array  # fraction of samples with |r − 1| > ε
+
+
+class UpdateMetrics(NamedTuple):
+    """Per-update metrics of one seed (scalars)."""
+
+    episode_return_sum: jax.Array  # over episodes completed in this update
+    episode_length_sum: jax.Array
+    episodes: jax.Array  # number of completed episodes (int32)
+    loss: jax.Array
+    policy_loss: jax.Array
+    value_loss: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    clip_frac: jax.Array
+    explained_variance: jax.Array
+    grad_norm: jax.Array
+    lr: jax.Array
+
+
+@struct.dataclass
+class PPOState:
+    """Everything one seed carries between updates."""
+
+    params: Any  # flax params pytree
+    opt_state: Any  # optax.ScaleByAdamState
+    lr: jax.Array  # float32 [] current lr (moves under lr_schedule=adaptive)
+    obs_stats: normalize.RunningStats  # observation normalizer (identity if disabled)
+    env_state: Any  # EnvState batched [N]
+    obs: jax.Array  # [N, *obs] raw current observations
+    key: jax.Array  # PRNG key of this seed's training stream
+
+
+# ---------------------------------------------------------------------------
+# Network and distribution
+# ---------------------------------------------------------------------------
+
+
+def make_network(algo: PPOConfig, env: Env) -> ActorCritic:
+    space = env.action_space
+    discrete = isinstance(space, Discrete)
+    return ActorCritic(
+        action_dim=space.n if discrete else int(space.shape[0]),
+        discrete=discrete,
+        obs_ndim=len(env.obs_shape),
+        hidden_sizes=tuple(algo.hidden_sizes),
+        activation=algo.activation,
+        shared_torso=algo.shared_torso,
+    )
+
+
+def distribution(network: ActorCritic, params: Any, policy_out: jax.Array):
+    """Categorical(logits) or DiagGaussian(mean, log_std) from the policy head."""
+    if network.discrete:
+        return Categorical(policy_out)
+    log_std = network.apply(params, method=ActorCritic.log_std)
+    return DiagGaussian(policy_out, jnp.broadcast_to(log_std, policy_out.shape))
+
+
+# ---------------------------------------------------------------------------
+# Loss
+# ---------------------------------------------------------------------------
+
+
+def loss_from_outputs(
+    log_prob: jax.Array,
+    entropy: jax.Array,
+    value: jax.Array,
+    batch: Batch,
+    hp: PPOHParams,
+    *,
+    clip_value: bool = True,
+    normalize_advantages: bool = True,
+) -> tuple[jax.Array, LossMetrics]:
+    """PPO loss from the current policy's outputs on a minibatch ``[B]``.
+
+    ::
+
+        r = exp(log π(a|s) − log π_old(a|s)),   Â = (A − mean A) / (std A + 1e-8)
+        L_π = −E[min(r Â, clip(r, 1−ε, 1+ε) Â)]
+        L_V = ½ E[max((V − G)², (V_old + clip(V − V_old, ±ε) − G)²)]   (clip_value)
+        L   = L_π + c_V L_V − c_H E[H(π)]
+    """
+    advantage = batch.advantage
+    if normalize_advantages:
+        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    log_ratio = log_prob - batch.log_prob
+    ratio = jnp.exp(log_ratio)
+    surrogate = ratio * advantage
+    clipped = jnp.clip(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps) * advantage
+    policy_loss = -jnp.mean(jnp.minimum(surrogate, clipped))
+
+    value_error = jnp.square(value - batch.target)
+    if clip_value:
+        value_clipped = batch.value + jnp.clip(value - batch.value, -hp.clip_eps, hp.clip_eps)
+        value_error = jnp.maximum(value_error, jnp.square(value_clipped - batch.target))
+    value_loss = 0.5 * jnp.mean(value_error)
+
+    entropy = jnp.mean(entropy)
+    total = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+    metrics = LossMetrics(
+        total=total,
+        policy=policy_loss,
+        value=value_loss,
+        entropy=entropy,
+        approx_kl=jnp.mean((ratio - 1.0) - log_ratio),
+        clip_frac=jnp.mean((jnp.abs(ratio - 1.0) > hp.clip_eps).astype(jnp.float32)),
+    )
+    return total, metrics
+
+
+def ppo_loss(
+    params: Any,
+    network: ActorCritic,
+    batch: Batch,
+    hp: PPOHParams,
+    *,
+    clip_value: bool = True,
+    normalize_advantages: bool = True,
+) -> tuple[jax.Array, LossMetrics]:
+    """:func:`loss_from_outputs` after a forward pass of ``network`` on ``batch.obs``."""
+    policy_out, value = network.apply(params, batch.obs)
+    dist = distribution(network, params, policy_out)
+    return loss_from_outputs(
+        dist.log_prob(batch.action),
+        dist.entropy(),
+        value,
+        batch,
+        hp,
+        clip_value=clip_value,
+        normalize_advantages=normalize_advantages,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Optimization
+# ---------------------------------------------------------------------------
+
+_adam = optax.scale_by_adam(eps=ADAM_EPS)
+
+
+def init_optimizer(params: Any) -> Any:
+    return _adam.init(params)
+
+
+class StepResult(NamedTuple):
+    params: Any
+    opt_state: Any
+    lr: jax.Array
+    metrics: LossMetrics
+    grad_norm: jax.Array
+
+
+def sgd_step(
+    params: Any,
+    opt_state: Any,
+    lr: jax.Array,
+    batch: Batch,
+    hp: PPOHParams,
+    network: ActorCritic,
+    algo: PPOConfig,
+) -> StepResult:
+    """One minibatch step: ∇L, global-norm clip, Adam, ``params −= lr · update``.
+
+    With ``algo.lr_schedule == "adaptive"`` the returned ``lr`` follows the
+    rl_games rule on this minibatch's approximate KL: ``÷1.5`` above
+    ``2·target_kl``, ``×1.5`` below ``target_kl/2``, kept in ``[min_lr, max_lr]``.
+    """
+    grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
+    (_, metrics), grads = grad_fn(
+        params,
+        network,
+        batch,
+        hp,
+        clip_value=algo.clip_value,
+        normalize_advantages=algo.normalize_advantages,
+    )
+    grad_norm = optax.tree.norm(grads)
+    scale = jnp.minimum(1.0, hp.max_grad_norm / jnp.maximum(grad_norm, 1e-12))
+    grads = jax.tree.map(lambda g: g * scale, grads)
+    updates, opt_state = _adam.update(grads, opt_state)
+    params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
+    if algo.lr_schedule == "adaptive":
+        kl = metrics.approx_kl
+        lr = jnp.where(kl > 2.0 * hp.target_kl, lr / 1.5, lr)
+        lr = jnp.where(kl < 0.5 * hp.target_kl, lr * 1.5, lr)
+        lr = jnp.clip(lr, hp.min_lr, hp.max_lr)
+    return StepResult(params, opt_state, lr, metrics, grad_norm)
+
+
+def learn(
+    params: Any,
+    opt_state: Any,
+    lr: jax.Array,
+    batch: Batch,
+    key: jax.Array,
+    hp: PPOHParams,
+    network: ActorCritic,
+    algo: PPOConfig,
+) -> StepResult:
+    """``update_epochs`` passes over ``batch`` (``[B, ...]``), each shuffled into
+    ``num_minibatches`` minibatches. Metrics are means over all steps."""
+    size = batch.advantage.shape[0]
+    n_mb = algo.num_minibatches
+
+    def epoch(carry, epoch_key):
+        params, opt_state, lr = carry
+        perm = jax.random.permutation(epoch_key, size)
+        shuffled = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((n_mb, size // n_mb) + x.shape[1:]), batch)
+
+        def minibatch(carry, mb):
+            params, opt_state, lr = carry
+            out = sgd_step(params, opt_state, lr, mb, hp, network, algo)
+            return (out.params, out.opt_state, out.lr), (out.metrics, out.grad_norm)
+
+        carry, stats = jax.lax.scan(minibatch, (params, opt_state, lr), shuffled)
+        return carry, stats
+
+    keys = jax.random.split(key, algo.update_epochs)
+    (params, opt_state, lr), (metrics, grad_norm) = jax.lax.scan(epoch, (params, opt_state, lr), keys)
+    metrics = jax.tree.map(jnp.mean, metrics)
+    return StepResult(params, opt_state, lr, metrics, jnp.mean(grad_norm))
+
+
+# ---------------------------------------------------------------------------
+# Acting
+# ---------------------------------------------------------------------------
+
+
+def _prepare_obs(state: PPOState, obs: jax.Array, algo: PPOConfig) -> jax.Array:
+    if algo.normalize_obs:
+        return normalize.normalize(state.obs_stats, obs)
+    return obs
+
+
+def _env_action(action: jax.Array, env: Env) -> jax.Array:
+    """What the env receives: the sample clipped to the action bounds (continuous)."""
+    if isinstance(env.action_space, Discrete):
+        return action
+    return jnp.clip(action, env.action_space.low, env.action_space.high)
+
+
+def rollout(
+    state: PPOState,
+    env: Env,
+    env_params: Any,
+    network: ActorCritic,
+    algo: PPOConfig,
+) -> tuple[PPOState, Transition]:
+    """Collect ``algo.num_steps`` steps of the ``N`` envs in ``state``.
+
+    Returns the advanced state and a :class:`Transition` of ``[T, N, ...]``.
+    """
+    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def step(carry, _):
+        env_state, obs, key = carry
+        key, key_action, key_env = jax.random.split(key, 3)
+        obs_in = _prepare_obs(state, obs, algo)
+        policy_out, value = network.apply(state.params, obs_in)
+        dist = distribution(network, state.params, policy_out)
+        action = dist.sample(key_action)
+        log_prob = dist.log_prob(action)
+        env_keys = jax.random.split(key_env, obs.shape[0])
+        env_state, out = step_env(env_keys, env_state, _env_action(action, env), env_params)
+        transition = Transition(
+            obs=obs,
+            action=action,
+            log_prob=log_prob,
+            value=value,
+            reward=out.reward,
+            terminated=out.terminated,
+            truncated=out.truncated,
+            final_obs=out.final_obs,
+            episode_return=out.episode_return,
+            episode_length=out.episode_length,
+        )
+        return (env_state, out.obs, key), transition
+
+    (env_state, obs, key), traj = jax.lax.scan(
+        step, (state.env_state, state.obs, state.key), None, length=algo.num_steps
+    )
+    return state.replace(env_state=env_state, obs=obs, key=key), traj
+
+
+def gae_method(algo: PPOConfig) -> str:
+    """``auto`` → the sequential scan on CPU, the associative scan elsewhere."""
+    if algo.gae_method != "auto":
+        return algo.gae_method
+    return "scan" if jax.default_backend() == "cpu" else "associative"
+
+
+def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
+    """``1 − Var[G − V] / Var[G]`` (NaN-free: 0 when Var[G] is 0)."""
+    var_targets = jnp.var(targets)
+    return jnp.where(var_targets > 0, 1.0 - jnp.var(targets - values) / jnp.maximum(var_targets, 1e-12), 0.0)
+
+
+# ---------------------------------------------------------------------------
+# The agent used by the training loop
+# ---------------------------------------------------------------------------
+
+
+class Agent(NamedTuple):
+    """What :func:`jaxrl.make_train` needs from an algorithm."""
+
+    init: Any  # (key, hp) -> PPOState
+    update: Any  # (state, hp, update_idx) -> (state, UpdateMetrics)
+    act: Any  # (state, obs [..., *obs], key) -> deterministic env action
+    network: ActorCritic
+    steps_per_update: int  # env steps per update and seed
+
+
+def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
+    """PPO for ``num_envs`` parallel copies of ``env`` and a known update budget
+    (``num_updates`` sets the linear learning-rate annealing)."""
+    network = make_network(algo, env)
+    env_params = env.default_params if env_params is None else env_params
+
+    def init(key: jax.Array, hp: PPOHParams) -> PPOState:
+        key_params, key_env, key = jax.random.split(key, 3)
+        dummy = jnp.zeros((1,) + env.obs_shape, jnp.float32)
+        params = network.init(key_params, dummy)
+        env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
+        return PPOState(
+            params=params,
+            opt_state=init_optimizer(params),
+            lr=jnp.asarray(hp.lr, jnp.float32),
+            obs_stats=normalize.init(env.obs_shape),
+            env_state=env_state,
+            obs=obs,
+            key=key,
+        )
+
+    def update(state: PPOState, hp: PPOHParams, update_idx: jax.Array) -> tuple[PPOState, UpdateMetrics]:
+        state, traj = rollout(state, env, env_params, network, algo)
+        # Values of the pre-reset next observations, in one batched pass.
+        # (The normalizer is the one used while acting: it is updated after learning.)
+        next_values = network.apply(state.params, _prepare_obs(state, traj.final_obs, algo), method=ActorCritic.value)
+        done = jnp.logical_or(traj.terminated, traj.truncated)
+        advantages = gae(
+            traj.reward,
+            traj.value,
+            next_values,
+            traj.terminated,
+            done,
+            hp.gamma,
+            hp.gae_lambda,
+            method=gae_method(algo),
+        )
+        targets = advantages + traj.value
+        batch = Batch(_prepare_obs(state, traj.obs, algo), traj.action, traj.log_prob, traj.value, advantages, targets)
+        batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
+
+        if algo.lr_schedule == "linear":
+            lr = hp.lr * (1.0 - update_idx.astype(jnp.float32) / num_updates)
+        elif algo.lr_schedule == "constant":
+            lr = hp.lr
+        else:
+            lr = state.lr
+        key, key_learn = jax.random.split(state.key)
+        out = learn(state.params, state.opt_state, lr, batch, key_learn, hp, network, algo)
+        obs_stats = state.obs_stats
+        if algo.normalize_obs:
+            obs_stats = normalize.update(obs_stats, traj.obs)
+        new_state = state.replace(
+            params=out.params,
+            opt_state=out.opt_state,
+            lr=out.lr if algo.lr_schedule == "adaptive" else state.lr,
+            obs_stats=obs_stats,
+            key=key,
+        )
+        done_f = done.astype(jnp.float32)
+        metrics = UpdateMetrics(
+            episode_return_sum=jnp.sum(traj.episode_return * done_f),
+            episode_length_sum=jnp.sum(traj.episode_length * done_f),
+            episodes=jnp.sum(done.astype(jnp.int32)),
+            loss=out.metrics.total,
+            policy_loss=out.metrics.policy,
+            value_loss=out.metrics.value,
+            entropy=out.metrics.entropy,
+            approx_kl=out.metrics.approx_kl,
+            clip_frac=out.metrics.clip_frac,
+            explained_variance=explained_variance(traj.value, targets),
+            grad_norm=out.grad_norm,
+            lr=jnp.asarray(lr, jnp.float32),
+        )
+        return new_state, metrics
+
+    def act(state: PPOState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        del key  # deterministic
+        policy_out, _ = network.apply(state.params, _prepare_obs(state, obs, algo))
+        dist = distribution(network, state.params, policy_out)
+        return _env_action(dist.mode(), env)
+
+    return Agent(init, update, act, network, num_envs * algo.num_steps)

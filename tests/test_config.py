@@ -1,0 +1,99 @@
+"""Config parsing, presets, and the bad-input matrix (exit 2, one line, nothing written)."""
+
+import os
+
+import pytest
+
+from jaxrl import train
+from jaxrl.config import PRESETS, ConfigError, parse, seed_ids, validate
+
+
+def test_defaults_presets_and_overrides():
+    config = parse([])
+    assert config.env == "cartpole" and config.algo.name == "ppo"
+    preset = PRESETS[("CartPole-v1", "ppo")]
+    assert config.num_envs == preset["num_envs"]
+    assert config.algo.lr == pytest.approx(preset["algo.lr"])
+    config = parse(["algo.lr=1e-3", "total_timesteps=2e5", "num_envs=64", "seeds=[0,5]", "algo.hidden_sizes=[32,32]"])
+    assert config.algo.lr == pytest.approx(1e-3)  # the user's value wins over the preset
+    assert config.total_timesteps == 200_000 and isinstance(config.total_timesteps, int)
+    assert config.num_envs == 64
+    assert seed_ids(config) == (0, 5)
+    assert config.algo.hidden_sizes == (32, 32)
+    assert hash(config)  # frozen and hashable
+    assert seed_ids(parse(["seeds=3", "seed=10"])) == (10, 11, 12)
+
+
+def test_env_without_preset_uses_defaults():
+    config = parse(["env=Breakout-MinAtar"])
+    assert config.num_envs == 4 and config.algo.lr == pytest.approx(2.5e-4)
+
+
+BAD = [
+    (["env=cartpol"], "env=cartpol", "cartpole"),
+    (["env=NoSuchThing-v9"], "env=NoSuchThing-v9", "unknown environment"),
+    (["foo=1"], "foo=1", "unknown config key"),
+    (["algo.lrr=0.1"], "algo.lrr=0.1", "algo.lr"),
+    (["algo=sac"], "algo=sac", "unknown algorithm"),
+    (["seeds=0"], "seeds=0", "positive integer"),
+    (["seeds=-3"], "seeds=-3", "positive integer"),
+    (["seeds=[1,1]"], "seeds=[1, 1]", "distinct"),
+    (["num_envs=0"], "num_envs=0", "positive integer"),
+    (["num_envs=abc"], "num_envs=abc", "must be an integer"),
+    (["algo.lr=fast"], "algo.lr=fast", "float"),
+    (["total_timesteps=1.5"], "total_timesteps=1.5", "integer"),
+    (["num_envs=4", "algo.num_steps=10", "algo.num_minibatches=3"], "algo.num_minibatches=3", "divide"),
+    (["total_timesteps=10"], "total_timesteps=10", "below one rollout"),
+    (["algo.gamma=1.5"], "algo.gamma=1.5", "[0, 1]"),
+    (["algo.gae_lambda=-0.1"], "algo.gae_lambda=-0.1", "[0, 1]"),
+    (["algo.lr=-1"], "algo.lr=-1", "> 0"),
+    (["algo.activation=sigmoidal"], "algo.activation=sigmoidal", "one of"),
+    (["+extra=1"], "+extra=1", "not allowed"),
+    (["algo._target_=os.system"], "_target_", "not allowed"),
+    (["cartpole"], "cartpole", "env=cartpole"),
+    (["resume=/nonexistent/run"], "resume=/nonexistent/run", "does not exist"),
+]
+
+
+@pytest.mark.parametrize("argv, field_value, hint", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_input_exits_2_with_one_line(argv, field_value, hint, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = train.main(argv + [f"runs_root={tmp_path / 'runs'}"])
+    captured = capsys.readouterr()
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    message = lines[0]
+    assert message.startswith("error: ")
+    assert field_value in message and hint in message
+    assert "fix:" in message
+    assert "Traceback" not in captured.err + captured.out
+    assert not (tmp_path / "runs").exists()  # nothing half-written
+    assert os.listdir(tmp_path) == []
+
+
+def test_resume_dir_without_config(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert train.main([f"resume={tmp_path / 'empty'}"]) == 2
+    assert "no config.yaml" in capsys.readouterr().err
+
+
+def test_resume_with_corrupt_config(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("env: [unclosed\n")
+    assert train.main([f"resume={run}"]) == 2
+    err = capsys.readouterr().err
+    assert "config.yaml is corrupt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_validate_raises_config_error_with_parts():
+    with pytest.raises(ConfigError) as info:
+        validate(parse(["num_envs=0"]))
+    assert info.value.field == "num_envs" and info.value.value == 0
+    assert "positive" in info.value.constraint and info.value.fix
+
+
+def test_help(capsys):
+    assert train.main(["--help"]) == 0
+    assert "usage" in capsys.readouterr().out

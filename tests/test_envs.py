@@ -1,0 +1,91 @@
+"""The env contract: terminated vs truncated, pre-reset observation, episode stats."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import envs
+from tests.toy_envs import CountingEnv, Params
+
+
+def test_names_and_aliases():
+    names = envs.names()
+    for short in ("cartpole", "acrobot", "mountaincar", "pendulum", "mountaincar-continuous"):
+        assert short in names
+    assert "Breakout-MinAtar" in names
+    assert envs.make("cartpole").name == "CartPole-v1"
+    assert envs.make("CARTPOLE").name == "CartPole-v1"
+    assert envs.make("gymnax:Acrobot-v1").name == "Acrobot-v1"
+    breakout = envs.make("Breakout-MinAtar")
+    assert breakout.obs_shape == (10, 10, 4)
+    pendulum = envs.make("pendulum")
+    assert isinstance(pendulum.action_space, envs.Box) and pendulum.action_space.shape == (1,)
+    assert float(pendulum.action_space.high[0]) == pytest.approx(2.0)
+
+
+def test_unknown_name_suggests():
+    with pytest.raises(ValueError, match="CartPole-v1|cartpole"):
+        envs.make("cartpol")
+
+
+def run_steps(env, params, actions, key=0):
+    state, obs = env.reset(jax.random.PRNGKey(key), params)
+    out = []
+    for i, a in enumerate(actions):
+        state, step = env.step(jax.random.PRNGKey(1000 + i), state, jnp.asarray(a), params)
+        out.append(step)
+    return state, out
+
+
+def test_cartpole_truncation_keeps_final_observation():
+    env = envs.make("cartpole")
+    params = env.default_params.replace(max_steps_in_episode=5)
+    # alternate actions: the pole stays up for 5 steps
+    state, steps = run_steps(env, params, [0, 1, 0, 1, 0, 1, 0])
+    for i in range(4):
+        assert not bool(steps[i].terminated) and not bool(steps[i].truncated)
+        np.testing.assert_array_equal(steps[i].obs, steps[i].final_obs)
+    last = steps[4]
+    assert bool(last.truncated) and not bool(last.terminated)
+    assert not np.array_equal(np.asarray(last.obs), np.asarray(last.final_obs))  # reset obs differs
+    # final_obs continues the physics: x' = x + τ·ẋ from the previous obs
+    prev = np.asarray(steps[3].obs)
+    assert float(last.final_obs[0]) == pytest.approx(prev[0] + 0.02 * prev[1], abs=1e-6)
+    assert np.all(np.abs(np.asarray(last.obs)) <= 0.05)  # fresh reset state
+    assert float(last.episode_return) == 5.0 and int(last.episode_length) == 5
+    # counters restart after the boundary
+    assert float(steps[5].episode_return) == 1.0 and int(steps[5].episode_length) == 1
+
+
+def test_cartpole_termination_is_not_truncation():
+    env = envs.make("cartpole")
+    state, steps = run_steps(env, env.default_params, [1] * 40)
+    done_at = next(i for i, s in enumerate(steps) if bool(s.terminated))
+    assert not any(bool(s.truncated) for s in steps[: done_at + 1])
+    assert abs(float(steps[done_at].final_obs[2])) > 0.2094  # pole angle past the threshold
+    assert float(steps[done_at].episode_return) == done_at + 1
+
+
+def test_user_env_time_limit_and_termination():
+    env = envs.from_gymnax(CountingEnv())
+    params = Params(max_steps_in_episode=4, terminate_after=3)
+    _, steps = run_steps(env, params, [0] * 7)
+    terminated = [bool(s.terminated) for s in steps]
+    truncated = [bool(s.truncated) for s in steps]
+    assert terminated == [False, False, True, False, False, True, False]
+    assert truncated == [False] * 7
+    np.testing.assert_array_equal([float(s.final_obs[0]) for s in steps], [1, 2, 3, 1, 2, 3, 1])
+    np.testing.assert_array_equal([float(s.obs[0]) for s in steps], [1, 2, 0, 1, 2, 0, 1])
+    params = Params(max_steps_in_episode=2, terminate_after=100)
+    _, steps = run_steps(env, params, [0] * 3)
+    assert [bool(s.truncated) for s in steps] == [False, True, False]
+
+
+def test_vmapped_step():
+    env = envs.make("acrobot")
+    keys = jax.random.split(jax.random.PRNGKey(0), 8)
+    state, obs = jax.vmap(env.reset, (0, None))(keys, env.default_params)
+    assert obs.shape == (8, 6)
+    state, step = jax.jit(jax.vmap(env.step, (0, 0, 0, None)))(keys, state, jnp.zeros(8, jnp.int32), env.default_params)
+    assert step.reward.shape == (8,) and step.terminated.dtype == jnp.bool_

@@ -1,0 +1,135 @@
+"""PPO pieces on hand-computed numbers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import ppo
+from jaxrl.config import PPOConfig
+
+
+def hparams(**kw):
+    return ppo.PPOHParams.from_config(PPOConfig(**kw))
+
+
+def make_batch(old_log_prob, value, advantage, target):
+    n = len(advantage)
+    return ppo.Batch(
+        obs=jnp.zeros((n, 1)),
+        action=jnp.zeros((n,), jnp.int32),
+        log_prob=jnp.asarray(old_log_prob, jnp.float32),
+        value=jnp.asarray(value, jnp.float32),
+        advantage=jnp.asarray(advantage, jnp.float32),
+        target=jnp.asarray(target, jnp.float32),
+    )
+
+
+def test_loss_hand_computed():
+    # ratios: e^{0.5}≈1.6487 (A=+1: clipped to 1.2), e^{-0.5}≈0.6065 (A=−1: clipped to 0.8 → min picks −0.8),
+    # 1.0 (A=+2)
+    old = [0.0, 0.0, 0.0]
+    new = jnp.array([0.5, -0.5, 0.0])
+    adv = [1.0, -1.0, 2.0]
+    batch = make_batch(old, value=[0.0, 1.0, 2.0], advantage=adv, target=[1.0, 1.0, 0.0])
+    hp = hparams(clip_eps=0.2, vf_coef=0.5, ent_coef=0.01)
+    entropy = jnp.array([1.0, 2.0, 3.0])
+    value = jnp.array([0.5, 1.5, 1.0])
+    loss, m = ppo.loss_from_outputs(new, entropy, value, batch, hp, clip_value=False, normalize_advantages=False)
+    r = np.exp([0.5, -0.5, 0.0])
+    surrogate = [min(r[0] * 1, 1.2 * 1), min(r[1] * -1, 0.8 * -1), min(1.0 * 2, 1.0 * 2)]
+    policy = -np.mean(surrogate)
+    value_loss = 0.5 * np.mean([(0.5 - 1) ** 2, (1.5 - 1) ** 2, (1.0 - 0) ** 2])
+    total = policy + 0.5 * value_loss - 0.01 * 2.0
+    assert float(m.policy) == pytest.approx(policy, rel=1e-6)
+    assert float(m.value) == pytest.approx(value_loss, rel=1e-6)
+    assert float(m.entropy) == pytest.approx(2.0)
+    assert float(loss) == pytest.approx(total, rel=1e-6)
+    assert float(m.clip_frac) == pytest.approx(2 / 3)
+    kl = np.mean((r - 1) - np.log(r))
+    assert float(m.approx_kl) == pytest.approx(kl, rel=1e-5)
+
+
+def test_value_clipping_hand_computed():
+    # old value 0, new value 1, target 1, ε=0.2: clipped value 0.2 → error (0.2−1)²=0.64 > 0 → 0.5·0.64
+    batch = make_batch([0.0], value=[0.0], advantage=[0.0], target=[1.0])
+    hp = hparams(clip_eps=0.2)
+    _, m = ppo.loss_from_outputs(
+        jnp.zeros(1), jnp.zeros(1), jnp.ones(1), batch, hp, clip_value=True, normalize_advantages=False
+    )
+    assert float(m.value) == pytest.approx(0.5 * 0.64, rel=1e-6)
+    _, m = ppo.loss_from_outputs(
+        jnp.zeros(1), jnp.zeros(1), jnp.ones(1), batch, hp, clip_value=False, normalize_advantages=False
+    )
+    assert float(m.value) == pytest.approx(0.0, abs=1e-7)
+
+
+def test_advantage_normalization_per_minibatch():
+    batch = make_batch([0.0, 0.0], value=[0, 0], advantage=[3.0, 5.0], target=[0, 0])
+    hp = hparams(clip_eps=10.0, ent_coef=0.0, vf_coef=0.0)
+    # ratio 1 → policy loss = −mean(normalized advantages) = 0
+    loss, _ = ppo.loss_from_outputs(jnp.zeros(2), jnp.zeros(2), jnp.zeros(2), batch, hp, normalize_advantages=True)
+    assert float(loss) == pytest.approx(0.0, abs=1e-6)
+    loss, _ = ppo.loss_from_outputs(jnp.zeros(2), jnp.zeros(2), jnp.zeros(2), batch, hp, normalize_advantages=False)
+    assert float(loss) == pytest.approx(-4.0)
+
+
+def _tiny_network():
+    from jaxrl.networks import ActorCritic
+
+    return ActorCritic(action_dim=3, discrete=True, hidden_sizes=(8,))
+
+
+def test_sgd_step_clips_global_norm_and_applies_lr():
+    net = _tiny_network()
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))
+    batch = ppo.Batch(
+        obs=jax.random.normal(jax.random.PRNGKey(1), (16, 4)),
+        action=jnp.arange(16) % 3,
+        log_prob=jnp.full((16,), -1.0),
+        value=jnp.zeros(16),
+        advantage=jax.random.normal(jax.random.PRNGKey(2), (16,)) * 100,
+        target=jnp.full((16,), 100.0),
+    )
+    algo = PPOConfig(lr_schedule="constant")
+    hp = hparams(max_grad_norm=0.5)
+    out = ppo.sgd_step(params, ppo.init_optimizer(params), jnp.float32(1e-3), batch, hp, net, algo)
+    assert float(out.grad_norm) > 0.5  # the raw gradient was large
+    # First Adam step moves every parameter by ≈ lr·sign(g) (bias-corrected m/√v = ±1).
+    deltas = jax.tree.map(lambda a, b: jnp.abs(a - b), out.params, params)
+    flat = jnp.concatenate([d.ravel() for d in jax.tree.leaves(deltas)])
+    assert float(flat.max()) == pytest.approx(1e-3, rel=1e-2)
+    # the learning rate is not touched outside lr_schedule=adaptive
+    assert float(out.lr) == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize(
+    "kl, lr, expected",
+    [
+        (0.05, 1e-3, 1e-3 / 1.5),
+        (0.001, 1e-3, 1e-3 * 1.5),
+        (0.01, 1e-3, 1e-3),
+        (0.001, 9e-3, 1e-2),  # kept ≤ max_lr
+        (0.05, 1.2e-6, 1e-6),  # kept ≥ min_lr
+    ],
+)
+def test_adaptive_lr_rule(kl, lr, expected, monkeypatch):
+    """rl_games rule: ÷1.5 above 2·target, ×1.5 below target/2, else unchanged."""
+    net = _tiny_network()
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))
+    metrics = ppo.LossMetrics(*(jnp.float32(0.0),) * 4, jnp.float32(kl), jnp.float32(0.0))
+    monkeypatch.setattr(ppo, "ppo_loss", lambda params, *a, **k: (jnp.sum(jax.tree.leaves(params)[0]) * 0.0, metrics))
+    batch = ppo.Batch(
+        jnp.zeros((2, 4)), jnp.zeros(2, jnp.int32), jnp.zeros(2), jnp.zeros(2), jnp.zeros(2), jnp.zeros(2)
+    )
+    algo = PPOConfig(lr_schedule="adaptive")
+    hp = hparams(target_kl=0.01, min_lr=1e-6, max_lr=1e-2)
+    out = ppo.sgd_step(params, ppo.init_optimizer(params), jnp.float32(lr), batch, hp, net, algo)
+    assert float(out.lr) == pytest.approx(expected, rel=1e-5)
+
+
+def test_explained_variance():
+    targets = jnp.array([1.0, 2.0, 3.0, 4.0])
+    assert float(ppo.explained_variance(targets, targets)) == pytest.approx(1.0)
+    assert float(ppo.explained_variance(jnp.zeros(4) + targets.mean(), targets)) == pytest.approx(0.0, abs=1e-6)
+    assert float(ppo.explained_variance(jnp.zeros(4), jnp.ones(4))) == 0.0
