@@ -71,11 +71,11 @@ def test_time_limit_bootstraps_from_final_observation():
 
 
 def test_episode_statistics_count_only_completed_episodes():
-    env = envs.from_gymnax(CountingEnv(), Params(max_steps_in_episode=100, terminate_after=3))
     config = cfg(
         "seeds=1", "num_envs=2", "total_timesteps=32", "num_evals=1", "algo.num_steps=8", "algo.num_minibatches=1"
     )
-    trainer = make_train(config, env=env)
+    # a user's own gymnax Environment subclass, passed to make_train directly
+    trainer = make_train(config, env=CountingEnv(), env_params=Params(max_steps_in_episode=100, terminate_after=3))
     state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
     returns, counts = [], []
     for _ in range(2):

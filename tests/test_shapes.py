@@ -14,21 +14,23 @@ from jaxrl.config import parse, validate
 from jaxrl.loop import make_batched, make_train, seed_keys
 
 SHAPES = [
-    # seeds, num_envs, num_steps, epochs, minibatches, total_timesteps
-    (2, 4, 128, 4, 4, 5000),  # the shape that hung on jaxlib 0.10.2
-    (1, 1, 8, 1, 1, 64),
-    (3, 2, 16, 2, 2, 512),
-    (5, 3, 7, 1, 3, 420),
-    (2, 16, 4, 3, 8, 1024),
+    # env, seeds, num_envs, num_steps, epochs, minibatches, total_timesteps, extra overrides
+    ("cartpole", 2, 4, 128, 4, 4, 5000, ()),  # the shape that hung on jaxlib 0.10.2
+    ("cartpole", 1, 1, 8, 1, 1, 64, ()),
+    ("acrobot", 3, 2, 16, 2, 2, 512, ("algo.lr_schedule=adaptive",)),
+    ("cartpole", 5, 3, 7, 1, 3, 420, ("algo.shared_torso=true", "algo.activation=relu")),
+    ("pendulum", 2, 16, 4, 3, 8, 1024, ("algo.normalize_obs=true",)),
+    ("Breakout-MinAtar", 2, 4, 8, 1, 2, 128, ("algo.gae_method=associative",)),
 ]
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("seeds, envs, steps, epochs, minibatches, total", SHAPES)
-def test_trainer_runs_at_shape(seeds, envs, steps, epochs, minibatches, total):
+@pytest.mark.parametrize("env, seeds, envs, steps, epochs, minibatches, total, extra", SHAPES)
+def test_trainer_runs_at_shape(env, seeds, envs, steps, epochs, minibatches, total, extra):
     config = validate(
         parse(
             [
+                f"env={env}",
                 f"seeds={seeds}",
                 f"num_envs={envs}",
                 f"algo.num_steps={steps}",
@@ -38,6 +40,7 @@ def test_trainer_runs_at_shape(seeds, envs, steps, epochs, minibatches, total):
                 "num_evals=2",
                 "eval_episodes=2",
                 "eval_max_steps=50",
+                *extra,
             ]
         )
     )
@@ -50,3 +53,5 @@ def test_trainer_runs_at_shape(seeds, envs, steps, epochs, minibatches, total):
     loss = np.asarray(jax.block_until_ready(metrics.updates.loss))
     assert loss.shape == (seeds, trainer.chunk_updates)
     assert np.all(np.isfinite(loss))
+    params = jax.tree.leaves(states.agent.params)
+    assert all(np.all(np.isfinite(np.asarray(p))) for p in params)
