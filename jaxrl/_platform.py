@@ -29,3 +29,11 @@ def configure() -> None:
         flags = os.environ.get("XLA_FLAGS", "")
         if "concurrency_optimized_scheduler" not in flags:
             os.environ["XLA_FLAGS"] = (flags + " " + _SCHEDULER_FLAG).strip()
+
+
+def request_deterministic() -> None:
+    """Ask XLA for deterministic kernels (GPU scatter/reductions). Must run
+    before jax starts its backend; the CPU backend is deterministic already."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_deterministic_ops" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " --xla_gpu_deterministic_ops=true").strip()

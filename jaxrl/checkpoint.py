@@ -15,7 +15,7 @@ from typing import Any
 
 from jaxrl.config import ConfigError
 
-__all__ = ["Checkpointer", "config_hash"]
+__all__ = ["Checkpointer", "config_hash", "keys_to_data"]
 
 FORMAT_VERSION = 1
 
@@ -26,6 +26,29 @@ def config_hash(config_dict: dict[str, Any]) -> str:
     relevant = {k: v for k, v in config_dict.items() if k not in ignored}
     text = json.dumps(relevant, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _is_key(x: Any) -> bool:
+    import jax
+
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def keys_to_data(tree: Any) -> Any:
+    """Typed PRNG keys → their uint32 data (what orbax stores)."""
+    import jax
+
+    return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+
+
+def data_to_keys(tree: Any, abstract: Any) -> Any:
+    import jax
+
+    return jax.tree.map(lambda x, a: jax.random.wrap_key_data(x) if _is_key(a) else x, tree, abstract)
+
+
+def _major_minor(version: str) -> tuple[str, ...]:
+    return tuple(str(version).split(".")[:2])
 
 
 class Checkpointer:
@@ -44,7 +67,7 @@ class Checkpointer:
         meta = dict(meta, format_version=FORMAT_VERSION)
         self.manager.save(
             chunk,
-            args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+            args=ocp.args.Composite(state=ocp.args.StandardSave(keys_to_data(state)), meta=ocp.args.JsonSave(meta)),
             force=True,
         )
         self.manager.wait_until_finished()
@@ -54,6 +77,10 @@ class Checkpointer:
 
     def restore(self, abstract_state: Any, chunk: int | None = None) -> tuple[Any, dict[str, Any]]:
         """Restore into the structure of ``abstract_state`` (``jax.eval_shape`` of init)."""
+        import jax
+
+        from jaxrl import __version__
+
         ocp = self._ocp
         step = self.latest() if chunk is None else chunk
         if step is None:
@@ -63,20 +90,43 @@ class Checkpointer:
                 "holds no complete checkpoint",
                 "start a new run without resume=",
             )
+        run_dir = os.path.dirname(self.directory)
+        try:
+            meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        except Exception:
+            meta = None
+        if not isinstance(meta, dict):
+            raise ConfigError(
+                "resume",
+                run_dir,
+                f"checkpoint {step} has no readable metadata",
+                "start a new run, or resume a run directory with an intact checkpoint",
+            )
+        if meta.get("format_version") != FORMAT_VERSION or _major_minor(meta.get("jaxrl_version", "")) != _major_minor(
+            __version__
+        ):
+            raise ConfigError(
+                "resume",
+                run_dir,
+                f"checkpoint was written by jaxrl {meta.get('jaxrl_version', '?')} (format {meta.get('format_version', '?')}), "
+                f"this is jaxrl {__version__} (format {FORMAT_VERSION})",
+                f"resume with jaxrl {meta.get('jaxrl_version', '?')}, or start a new run",
+            )
+        raw_abstract = jax.eval_shape(keys_to_data, abstract_state)
         try:
             restored = self.manager.restore(
                 step,
-                args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()),
+                args=ocp.args.Composite(state=ocp.args.StandardRestore(raw_abstract), meta=ocp.args.JsonRestore()),
             )
         except Exception as error:  # orbax/tensorstore raise many types for damaged files
             reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
             raise ConfigError(
                 "resume",
-                os.path.dirname(self.directory),
+                run_dir,
                 f"checkpoint {step} is unreadable or does not match this config ({reason})",
                 "start a new run, or resume a run directory with an intact checkpoint",
             ) from None
-        return restored["state"], dict(restored["meta"])
+        return data_to_keys(restored["state"], abstract_state), dict(restored["meta"])
 
     def close(self) -> None:
         self.manager.wait_until_finished()

@@ -6,7 +6,7 @@ Everything here is written for ONE seed and one hyperparameter setting (STYLE
 
     trainer = jaxrl.make_train(config)
     hp = trainer.hparams                                  # PPOHParams pytree
-    keys = jnp.stack([jax.random.key_data(jax.random.key(s)) for s in (0, 1, 2)])
+    keys = jax.vmap(jax.random.key)(jnp.arange(3))
     state = jax.jit(jax.vmap(trainer.init, (0, None)))(keys, hp)
     state, metrics = jax.jit(jax.vmap(trainer.train_chunk, (0, None)))(state, hp)
 
@@ -47,8 +47,9 @@ class TrainState:
     """One seed's complete training state (checkpointed as is)."""
 
     agent: Any  # algorithm state, e.g. ppo.PPOState
-    eval_key: jax.Array  # uint32 [2] evaluation stream, separate from training's
+    eval_key: jax.Array  # typed PRNG key []: evaluation stream, separate from training's
     update: jax.Array  # int32 [] updates done
+    failed_at: jax.Array  # int32 [] first update (1-based) with non-finite loss/grads/params; 0 = healthy
 
 
 class ChunkMetrics(NamedTuple):
@@ -79,6 +80,10 @@ class Trainer(NamedTuple):
         return self.num_updates * self.steps_per_update
 
 
+def _is_key(x: Any) -> bool:
+    return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
 def schedule(config: Config) -> tuple[int, int, int]:
     """``(num_updates, chunk_updates, num_chunks)`` for a config.
 
@@ -92,9 +97,9 @@ def schedule(config: Config) -> tuple[int, int, int]:
 
 
 def seed_keys(config: Config) -> jax.Array:
-    """uint32 ``[S, 2]`` keys, ``PRNGKey(seed_id)`` per seed: a seed's stream
-    never depends on which other seeds run beside it."""
-    return jnp.stack([jax.random.PRNGKey(s) for s in seed_ids(config)])
+    """Typed PRNG keys ``[S]``, ``jax.random.key(seed_id)`` per seed: a seed's
+    stream never depends on which other seeds run beside it."""
+    return jax.vmap(jax.random.key)(jnp.asarray(seed_ids(config), jnp.uint32))
 
 
 def make_train(config: Config, env: Any = None, env_params: Any = None) -> Trainer:
@@ -127,11 +132,23 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
             agent=agent.init(key_agent, hp),
             eval_key=key_eval,
             update=jnp.zeros((), jnp.int32),
+            failed_at=jnp.zeros((), jnp.int32),
         )
 
     def update(state: TrainState, hp: Any) -> tuple[TrainState, Any]:
-        agent_state, metrics = agent.update(state.agent, hp, state.update)
-        return state.replace(agent=agent_state, update=state.update + 1), metrics
+        """One update. An update whose loss, gradients or parameters are not
+        finite is not applied: the seed's state freezes at its last finite
+        values and ``failed_at`` records the update (the host decides whether
+        to stop the run or carry on without that seed)."""
+        new_agent, metrics = agent.update(state.agent, hp, state.update)
+        healthy = state.failed_at == 0
+        apply = jnp.logical_and(healthy, metrics.finite)
+        # PRNG keys always advance (a frozen seed never reuses a consumed key).
+        agent_state = jax.tree.map(
+            lambda new, old: new if _is_key(new) else jax.lax.select(apply, new, old), new_agent, state.agent
+        )
+        failed_at = jnp.where(jnp.logical_and(healthy, ~metrics.finite), state.update + 1, state.failed_at)
+        return state.replace(agent=agent_state, update=state.update + 1, failed_at=failed_at), metrics
 
     run_eval = make_evaluate(env, agent.act, config.eval_episodes, eval_steps, env_params)
 

@@ -1,4 +1,9 @@
-"""Running mean/variance with the parallel (Chan et al.) merge, one per seed."""
+"""Running mean/variance with the parallel (Chan et al.) merge, one per seed.
+
+The sample count is kept as an unevaluated float32 sum ``count + count_err``
+(Knuth's TwoSum), so it stays exact far beyond float32's 2^24 where a plain
+float32 counter would stop growing.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ __all__ = ["RunningStats", "init", "update", "normalize"]
 class RunningStats:
     mean: jax.Array  # float32 [*shape]
     var: jax.Array  # float32 [*shape] population variance
-    count: jax.Array  # float32 [] samples seen (starts at a tiny epsilon)
+    count: jax.Array  # float32 [] samples seen (high part; starts at a tiny epsilon)
+    count_err: jax.Array  # float32 [] low part: the exact count is count + count_err
 
 
 def init(shape: tuple[int, ...]) -> RunningStats:
@@ -21,7 +27,16 @@ def init(shape: tuple[int, ...]) -> RunningStats:
         mean=jnp.zeros(shape, jnp.float32),
         var=jnp.ones(shape, jnp.float32),
         count=jnp.asarray(1e-4, jnp.float32),
+        count_err=jnp.zeros((), jnp.float32),
     )
+
+
+def _two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``a + b = s + e`` exactly (Knuth)."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
 
 
 def update(stats: RunningStats, batch: jax.Array) -> RunningStats:
@@ -34,11 +49,14 @@ def update(stats: RunningStats, batch: jax.Array) -> RunningStats:
     n_b = jnp.asarray(x.shape[0], jnp.float32)
     mean_b = jnp.mean(x, axis=0)
     var_b = jnp.var(x, axis=0)
-    n = stats.count + n_b
+    n_a = stats.count + stats.count_err
+    high, err = _two_sum(stats.count, n_b)
+    high, low = _two_sum(high, stats.count_err + err)
+    n = high + low
     delta = mean_b - stats.mean
     mean = stats.mean + delta * (n_b / n)
-    m2 = stats.var * stats.count + var_b * n_b + delta**2 * (stats.count * n_b / n)
-    return RunningStats(mean=mean, var=m2 / n, count=n)
+    m2 = stats.var * n_a + var_b * n_b + delta**2 * (n_a * n_b / n)
+    return RunningStats(mean=mean, var=m2 / n, count=high, count_err=low)
 
 
 def normalize(stats: RunningStats, x: jax.Array, clip: float = 10.0) -> jax.Array:

@@ -124,6 +124,7 @@ class UpdateMetrics(NamedTuple):
     explained_variance: jax.Array
     grad_norm: jax.Array
     lr: jax.Array
+    finite: jax.Array  # bool: loss, gradient norm and new parameters all finite
 
 
 @struct.dataclass
@@ -311,9 +312,10 @@ def learn(
     size = batch.advantage.shape[0]
     n_mb = algo.num_minibatches
 
-    def epoch(carry, epoch_key):
-        params, opt_state, lr = carry
-        perm = jax.random.permutation(epoch_key, size)
+    def epoch(carry, _):
+        params, opt_state, lr, key = carry
+        key, key_perm = jax.random.split(key)
+        perm = jax.random.permutation(key_perm, size)
         shuffled = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((n_mb, size // n_mb) + x.shape[1:]), batch)
 
         def minibatch(carry, mb):
@@ -321,11 +323,14 @@ def learn(
             out = sgd_step(params, opt_state, lr, mb, hp, network, algo)
             return (out.params, out.opt_state, out.lr), (out.metrics, out.grad_norm)
 
-        carry, stats = jax.lax.scan(minibatch, (params, opt_state, lr), shuffled)
-        return carry, stats
+        (params, opt_state, lr), stats = jax.lax.scan(minibatch, (params, opt_state, lr), shuffled)
+        return (params, opt_state, lr, key), stats
 
-    keys = jax.random.split(key, algo.update_epochs)
-    (params, opt_state, lr), (metrics, grad_norm) = jax.lax.scan(epoch, (params, opt_state, lr), keys)
+    # The key rides in the carry (not as scanned-over xs) so jax.debug_key_reuse
+    # can follow it under vmap.
+    (params, opt_state, lr, _), (metrics, grad_norm) = jax.lax.scan(
+        epoch, (params, opt_state, lr, key), None, length=algo.update_epochs
+    )
     metrics = jax.tree.map(jnp.mean, metrics)
     return StepResult(params, opt_state, lr, metrics, jnp.mean(grad_norm))
 
@@ -402,6 +407,12 @@ def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
     """``1 − Var[G − V] / Var[G]`` (NaN-free: 0 when Var[G] is 0)."""
     var_targets = jnp.var(targets)
     return jnp.where(var_targets > 0, 1.0 - jnp.var(targets - values) / jnp.maximum(var_targets, 1e-12), 0.0)
+
+
+def tree_all_finite(tree: Any) -> jax.Array:
+    """bool []: every element of every leaf is finite."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
 # ---------------------------------------------------------------------------
@@ -492,6 +503,7 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
             explained_variance=explained_variance(traj.value, targets),
             grad_norm=out.grad_norm,
             lr=jnp.asarray(lr, jnp.float32),
+            finite=jnp.isfinite(out.metrics.total) & jnp.isfinite(out.grad_norm) & tree_all_finite(out.params),
         )
         return new_state, metrics
 

@@ -87,9 +87,15 @@ def robustness_table(
     lines.append(header)
     lines.append("-" * len(header))
     for s, r in zip(seed_ids, returns, strict=True):
+        if not np.isfinite(r):
+            lines.append(f"{s:>{width}}  {'failed':>17}" + ("      no" if solved_return is not None else ""))
+            continue
         mark = ("     yes" if r >= solved_return else "      no") if solved_return is not None else ""
         lines.append(f"{s:>{width}}  {r:>17.2f}{mark}")
     lines.append("-" * len(header))
+    if summary.get("mean") is None:
+        lines.append(f"{'':>{width}}  every seed failed")
+        return "\n".join(lines)
     lo, hi = summary["ci95"]
     lines.append(f"{'mean':>{width}}  {summary['mean']:>17.2f}")
     lines.append(f"{'median':>{width}}  {summary['median']:>17.2f}")

@@ -202,6 +202,19 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
     ``stop_after_chunks`` stops (with a checkpoint, like SIGINT) after that many
     chunks of this invocation — for tests and scripted preemption.
     """
+    if config.deterministic:
+        _platform.request_deterministic()
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    t_start = time.perf_counter()
+    stopper = _StopRequest()
+    stopper.install()
+    try:
+        return _run(config, stop_after_chunks, log, stopper, t_start)
+    finally:
+        stopper.restore()
+
+
+def _run(config: Config, stop_after_chunks: int | None, log, stopper: _StopRequest, t_start: float) -> int:
     import jax
     import numpy as np
 
@@ -211,8 +224,6 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
     from jaxrl.logs import JsonlWriter, LiveProgress, format_count
     from jaxrl.loop import make_batched, make_train, seed_keys
 
-    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
-    t_start = time.perf_counter()
     resuming = config.resume is not None
     run_dir = config.run_dir if resuming else _new_run_dir(config)
     try:
@@ -228,8 +239,7 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
     ids = seed_ids(config)
     keys = seed_keys(config)
     hp = trainer.hparams
-    config_dict = to_dict(dataclasses.replace(config, run_dir=run_dir, resume=None))
-    chash = config_hash(config_dict)
+    chash = config_hash(to_dict(dataclasses.replace(config, run_dir=run_dir, resume=None)))
 
     progress = LiveProgress(trainer.num_updates, trainer.steps_per_update, len(ids), enabled=config.progress)
     init_b, chunk_b = make_batched(trainer, progress=progress if config.progress else None)
@@ -268,12 +278,12 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
         states = init_c(keys, hp)
     log(f"compiled in {compile_s:.1f} s")
 
-    stopper = _StopRequest()
-    stopper.install()
     progress.update = start_chunk * trainer.chunk_updates
-    train_s = 0.0
-    stopped = False
+    failed_at = np.asarray(jax.device_get(states.failed_at))
+    train_s, chunk, last_saved = 0.0, start_chunk - 1, start_chunk
     try:
+        if stopper.signum is not None:
+            return _stop_message(log, stopper, run_dir, last_saved, trainer.num_chunks, not resuming)
         for chunk in range(start_chunk, trainer.num_chunks):
             t_chunk = time.perf_counter()
             states, metrics = chunk_c(states, hp)
@@ -281,10 +291,12 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
             dt = time.perf_counter() - t_chunk
             train_s += dt
             first = chunk * trainer.chunk_updates
-            records = _update_records(metrics.updates, chunk, first, trainer.steps_per_update)
-            eval_returns = np.asarray(metrics.eval.returns)  # [S, E]
             update = first + trainer.chunk_updates
-            seed_means = eval_returns.mean(axis=1)
+            records = _update_records(metrics.updates, chunk, first, trainer.steps_per_update)
+            now_failed = np.asarray(jax.device_get(states.failed_at))
+            alive = now_failed == 0
+            eval_returns = np.asarray(metrics.eval.returns, np.float64)  # [S, E]
+            seed_means = np.where(alive, eval_returns.mean(axis=1), np.nan)
             records.append(
                 {
                     "type": "eval",
@@ -292,49 +304,67 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
                     "update": update,
                     "env_steps": update * trainer.steps_per_update,
                     "eval_return": seed_means,
-                    "eval_return_std": eval_returns.std(axis=1),
+                    "eval_return_std": np.where(alive, eval_returns.std(axis=1), np.nan),
                     "eval_length": np.asarray(metrics.eval.lengths).mean(axis=1),
+                    "failed_at_update": now_failed,
                     "chunk_time_s": dt,
                     "env_steps_per_s": trainer.chunk_updates * trainer.steps_per_update * len(ids) / dt,
                 }
             )
             metrics_log.write(records)
+            new_failures = [(ids[i], int(now_failed[i])) for i in np.flatnonzero((failed_at == 0) & ~alive)]
+            failed_at = now_failed
+            for seed, bad_update in new_failures:
+                steps_lo = (bad_update - 1) * trainer.steps_per_update + 1
+                steps_hi = bad_update * trainer.steps_per_update
+                where = f"seed {seed}: non-finite loss, gradients or parameters at update {bad_update} (env steps {steps_lo}–{steps_hi} of that seed)"
+                if config.on_nan == "stop":
+                    saved = (
+                        f"the last good checkpoint (after chunk {last_saved}) is kept"
+                        if last_saved
+                        else "no checkpoint was written"
+                    )
+                    log(
+                        f"error: {where}; {saved}; fix: lower algo.lr or algo.max_grad_norm, or pass on_nan=drop to carry on without failed seeds"
+                    )
+                    return 1
+                progress.message(f"warning: {where}; on_nan=drop: seed {seed} is marked failed, the others go on")
             if checkpointer is not None:
-                checkpointer.save(
-                    chunk + 1,
-                    states,
-                    {
-                        "chunk": chunk + 1,
-                        "update": update,
-                        "env_steps": update * trainer.steps_per_update,
-                        "config_hash": chash,
-                        "train_time_s": train_s_before + train_s,
-                        "jaxrl_version": _version(),
-                    },
-                )
+                error = _save(checkpointer, chunk + 1, states, chash, update, trainer, train_s_before + train_s)
+                if error:
+                    saved = (
+                        f"the last good checkpoint (after chunk {last_saved}) is kept"
+                        if last_saved
+                        else "no checkpoint was written"
+                    )
+                    log(
+                        f"error: checkpoint after chunk {chunk + 1} could not be written ({error}); {saved}; fix: free disk space, then resume={run_dir}"
+                    )
+                    return 1
+                last_saved = chunk + 1
+            live_means = seed_means[alive]
             progress.message(
                 f"chunk {chunk + 1}/{trainer.num_chunks} · {format_count(update * trainer.steps_per_update)} steps/seed"
-                f" · eval IQM {stats.iqm(seed_means):.1f} (min {seed_means.min():.1f}, max {seed_means.max():.1f})"
-                f" · {format_count(trainer.chunk_updates * trainer.steps_per_update * len(ids) / dt)} steps/s"
+                + (
+                    f" · eval IQM {stats.iqm(live_means):.1f} (min {live_means.min():.1f}, max {live_means.max():.1f})"
+                    if live_means.size
+                    else " · every seed failed"
+                )
+                + f" · {format_count(trainer.chunk_updates * trainer.steps_per_update * len(ids) / dt)} steps/s"
             )
+            if not alive.any():
+                log(
+                    "error: every seed has failed (non-finite values); nothing left to train; fix: lower algo.lr or algo.max_grad_norm"
+                )
+                return 1
             last = chunk + 1 == trainer.num_chunks
-            if not last and (
-                stopper.signum is not None
-                or (stop_after_chunks is not None and chunk + 1 - start_chunk >= stop_after_chunks)
-            ):
-                stopped = True
-                break
+            scripted_stop = stop_after_chunks is not None and chunk + 1 - start_chunk >= stop_after_chunks
+            if not last and (stopper.signum is not None or scripted_stop):
+                return _stop_message(log, stopper, run_dir, last_saved, trainer.num_chunks, not resuming)
     finally:
         progress.close()
-        stopper.restore()
         if checkpointer is not None:
             checkpointer.close()
-
-    if stopped:
-        code = stopper.exit_code if stopper.signum is not None else 0
-        log(f"stopped after chunk {chunk + 1}/{trainer.num_chunks}; checkpoint saved")
-        log(f"continue with: python -m jaxrl.train resume={run_dir}")
-        return code
 
     summary = _summarize(
         config,
@@ -349,12 +379,12 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
     _write_json(os.path.join(run_dir, "summary.json"), summary)
     if config.plots:
         _plot(run_dir, metrics_log.read(), env.name, config.algo.name, env.solved_return)
-    solved = env.solved_return
+    finals = [r if r is not None else float("nan") for r in summary["final_eval_return"]]
     table = stats.robustness_table(
         ids,
-        summary["final_eval_return"],
+        finals,
         summary,
-        solved_return=solved,
+        solved_return=env.solved_return,
         title=f"{env.name} · {config.algo.name} · final deterministic evaluation ({config.eval_episodes} episodes per seed)",
     )
     print(table, flush=True)
@@ -364,6 +394,44 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
     )
     log(f"run directory: {run_dir}")
     return 0
+
+
+def _stop_message(log, stopper: _StopRequest, run_dir: str, last_saved: int, num_chunks: int, created: bool) -> int:
+    if last_saved:
+        log(f"stopped after chunk {last_saved}/{num_chunks}; checkpoint saved")
+        log(f"continue with: python -m jaxrl.train resume={run_dir}")
+    else:
+        if created:  # nothing worth keeping: leave no half-made run directory behind
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+        log("stopped before the first chunk finished; nothing was saved (start again to train)")
+    return stopper.exit_code if stopper.signum is not None else 0
+
+
+def _save(checkpointer, chunk: int, states, chash: str, update: int, trainer, train_s: float) -> str | None:
+    """Write a checkpoint; return None, or a short reason when the write failed."""
+    import errno
+
+    meta = {
+        "chunk": chunk,
+        "update": update,
+        "env_steps": update * trainer.steps_per_update,
+        "config_hash": chash,
+        "train_time_s": train_s,
+        "jaxrl_version": _version(),
+    }
+    try:
+        checkpointer.save(chunk, states, meta)
+    except Exception as error:  # orbax wraps OS errors in its own types
+        cause: BaseException | None = error
+        while cause is not None:
+            if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+                return "no space left on device"
+            cause = cause.__cause__ or cause.__context__
+        text = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
+    return None
 
 
 def _version() -> str:
@@ -379,17 +447,32 @@ def _summarize(config, trainer, ids, records, run_dir, compile_s, train_s, wall_
     from jaxrl import stats
 
     evals = [r for r in records if r["type"] == "eval"]
-    final = np.asarray(evals[-1]["eval_return"], np.float64)
-    summary_stats = stats.summarize(final, trainer.env.solved_return)
+    last = evals[-1]
+    final = [None if v is None else float(v) for v in last["eval_return"]]
+    failed_at = last.get("failed_at_update") or [0] * len(ids)
+    alive = np.asarray([v for v in final if v is not None], np.float64)
+    solved = trainer.env.solved_return
+    summary_stats: dict[str, Any]
+    if alive.size:
+        summary_stats = stats.summarize(alive, solved)
+    else:
+        summary_stats = {k: None for k in ("mean", "median", "iqm", "ci95", "std", "min", "max", "solved_fraction")}
+    if solved is not None:  # failed seeds count as not solved
+        summary_stats["solved_fraction"] = float(np.sum(alive >= solved)) / len(ids)
     total_steps = trainer.total_env_steps
     return {
         "env": trainer.env.name,
         "algo": config.algo.name,
         "seeds": list(ids),
         "total_timesteps": total_steps,
-        "final_eval_return": final.tolist(),
+        "final_eval_return": final,
         **summary_stats,
-        "solved_threshold": trainer.env.solved_return,
+        "solved_threshold": solved,
+        "failed_seeds": [
+            {"seed": s, "update": int(u), "env_steps": int(u) * trainer.steps_per_update}
+            for s, u in zip(ids, failed_at, strict=True)
+            if u
+        ],
         "eval_episodes": config.eval_episodes,
         "compile_time_s": compile_s,
         "train_time_s": train_s,

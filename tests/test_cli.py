@@ -99,7 +99,9 @@ def test_resume_equals_uninterrupted(tmp_path):
     abstract = jax.eval_shape(init_b, seed_keys(config), trainer.hparams)
     sa, _ = ca.restore(abstract)
     sb, _ = cb.restore(abstract)
-    for x, y in zip(jax.tree.leaves(sa), jax.tree.leaves(sb), strict=True):
+    from jaxrl.checkpoint import keys_to_data
+
+    for x, y in zip(jax.tree.leaves(keys_to_data(sa)), jax.tree.leaves(keys_to_data(sb)), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl import envs, make_train
+from jaxrl.checkpoint import keys_to_data
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_batched, seed_keys
 from jaxrl.networks import ActorCritic
@@ -116,7 +117,7 @@ def test_same_seed_same_numbers_bitwise():
     config = cfg("seeds=2", *SMALL)
     a, evals_a, m_a = _run_batched(config)
     b, evals_b, m_b = _run_batched(dataclasses.replace(config, num_evals=2))  # a fresh trace and compile
-    for x, y in zip(jax.tree.leaves((a, m_a)), jax.tree.leaves((b, m_b)), strict=True):
+    for x, y in zip(jax.tree.leaves(keys_to_data((a, m_a))), jax.tree.leaves(keys_to_data((b, m_b))), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     np.testing.assert_array_equal(evals_a, evals_b)
 
@@ -125,9 +126,9 @@ def test_seed_independence():
     """Seeds [3, 5] and [3, 9]: seed 3's run is identical in both."""
     a, evals_a, m_a = _run_batched(cfg("seeds=[3,5]", *SMALL))
     b, evals_b, m_b = _run_batched(cfg("seeds=[3,9]", *SMALL))
-    for x, y in zip(jax.tree.leaves((a, m_a)), jax.tree.leaves((b, m_b)), strict=True):
+    for x, y in zip(jax.tree.leaves(keys_to_data((a, m_a))), jax.tree.leaves(keys_to_data((b, m_b))), strict=True):
         np.testing.assert_array_equal(np.asarray(x)[0], np.asarray(y)[0])
-    assert not np.array_equal(np.asarray(a.agent.key)[1], np.asarray(b.agent.key)[1])
+    assert not np.array_equal(np.asarray(keys_to_data(a.agent.key))[1], np.asarray(keys_to_data(b.agent.key))[1])
 
 
 def test_single_program_train_equals_chunked_driver():
@@ -140,14 +141,14 @@ def test_single_program_train_equals_chunked_driver():
     for c in range(trainer.num_chunks):
         state, m = chunk(state, trainer.hparams)
         np.testing.assert_array_equal(np.asarray(m.eval.returns), np.asarray(metrics.eval.returns)[c])
-    for x, y in zip(jax.tree.leaves(final), jax.tree.leaves(state), strict=True):
+    for x, y in zip(jax.tree.leaves(keys_to_data(final)), jax.tree.leaves(keys_to_data(state)), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 def test_cartpole_learns_in_a_ci_budget():
     """The cartpole preset (200k steps) on 4 seeds reaches a high deterministic
-    return on every seed (random play scores ≈ 9-10; the preset solved 192 of
-    192 seeds in experiments/robust_cartpole.py)."""
+    return on every seed (random play scores ≈ 9-10; the preset solved 256 of
+    256 seeds in experiments/robust_cartpole.py)."""
     config = cfg("env=cartpole", "seeds=4", "num_evals=2", "eval_episodes=4")
     _, evals, _ = _run_batched(config)
     final = evals[-1].mean(-1)

@@ -67,3 +67,52 @@ class CountingEnv(ConstantReward):
     @property
     def name(self) -> str:
         return "Counting"
+
+
+@struct.dataclass
+class PoisonState(environment.EnvState):
+    time: int
+    poisoned: bool
+
+
+@struct.dataclass
+class PoisonParams(environment.EnvParams):
+    max_steps_in_episode: int = 1000
+    nan_at: int = 50  # the episode step whose reward is NaN
+    poison_prob: float = 1.0  # chance, drawn at reset, that this episode is poisoned
+
+
+class PoisonedReward(ConstantReward):
+    """Reward 1 per step, except NaN at episode step ``nan_at`` in episodes
+    poisoned at reset (with probability ``poison_prob``)."""
+
+    @property
+    def default_params(self) -> PoisonParams:
+        return PoisonParams()
+
+    def step_env(self, key, state, action, params):
+        time = state.time + 1
+        reward = jnp.where(jnp.logical_and(state.poisoned, time == params.nan_at), jnp.nan, 1.0)
+        new_state = PoisonState(time=time, poisoned=state.poisoned)
+        return self.get_obs(new_state), new_state, reward.astype(jnp.float32), jnp.asarray(False), {}
+
+    def reset_env(self, key, params):
+        import jax
+
+        state = PoisonState(time=0, poisoned=jax.random.bernoulli(key, params.poison_prob))
+        return self.get_obs(state), state
+
+    def is_terminated(self, state, params):
+        return jnp.asarray(False)
+
+    @property
+    def name(self) -> str:
+        return "PoisonedReward"
+
+
+class HalfPoisoned(PoisonedReward):
+    """Each episode is poisoned with probability ½ (decided by its reset key)."""
+
+    @property
+    def default_params(self) -> PoisonParams:
+        return PoisonParams(poison_prob=0.5)
