@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-DEFAULT = ["env=cartpole", "seeds=16", "total_timesteps=300000", "num_evals=30", "progress=false", "plots=false"]
+DEFAULT = ["env=cartpole", "seeds=16", "total_timesteps=1500000", "num_evals=60", "progress=false", "plots=false"]
 TIMING = {"chunk_time_s", "env_steps_per_s"}
 
 
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-delay", type=float, default=3.0)
-    parser.add_argument("--max-delay", type=float, default=20.0)
+    parser.add_argument("--max-delay", type=float, default=15.0)
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     overrides = DEFAULT + args.overrides

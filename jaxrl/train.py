@@ -196,7 +196,7 @@ def _update_records(metrics: Any, chunk: int, first_update: int, steps_per_updat
     return records
 
 
-def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
+def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper: _StopRequest | None = None) -> int:
     """Train ``config`` (validated), writing its run directory. Returns an exit code.
 
     ``stop_after_chunks`` stops (with a checkpoint, like SIGINT) after that many
@@ -206,12 +206,15 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None) -> int:
         _platform.request_deterministic()
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     t_start = time.perf_counter()
-    stopper = _StopRequest()
-    stopper.install()
+    own = stopper is None
+    if own:
+        stopper = _StopRequest()
+        stopper.install()
     try:
         return _run(config, stop_after_chunks, log, stopper, t_start)
     finally:
-        stopper.restore()
+        if own:
+            stopper.restore()
 
 
 def _run(config: Config, stop_after_chunks: int | None, log, stopper: _StopRequest, t_start: float) -> int:
@@ -524,12 +527,16 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
         return 0
+    stopper = _StopRequest()  # from the start: Ctrl-C while compiling also exits cleanly
+    stopper.install()
     try:
         config = resolve(argv)
-        return run(config)
+        return run(config, stopper=stopper)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    finally:
+        stopper.restore()
 
 
 if __name__ == "__main__":
