@@ -43,16 +43,13 @@ def has_checkpoint(run_dir: str) -> bool:
 def final_state(run_dir: str, overrides: list[str]):
     import jax
 
-    from jaxrl.checkpoint import Checkpointer, keys_to_data
+    from jaxrl import driver, envs, train
+    from jaxrl.checkpoint import keys_to_data
     from jaxrl.config import parse, validate
-    from jaxrl.loop import make_batched, make_train, seed_keys
 
     config = validate(parse(overrides))
-    trainer = make_train(config)
-    init_b, _ = make_batched(trainer)
-    abstract = jax.eval_shape(init_b, seed_keys(config), trainer.hparams)
-    state, _ = Checkpointer(run_dir).restore(abstract)
-    return [np.asarray(x) for x in jax.tree.leaves(keys_to_data(state))]
+    carry, _ = driver.load_carry(train.job_for(config, run_dir, True), envs.make(config.env))
+    return [np.asarray(x) for x in jax.tree.leaves(keys_to_data(carry))]
 
 
 def main() -> None:

@@ -100,6 +100,53 @@ class PPOConfig:
 ALGOS: dict[str, type] = {"ppo": PPOConfig}
 
 
+@dataclass(frozen=True)
+class EvalConfig:
+    """Deterministic evaluation on separate env copies."""
+
+    episodes: int = 16  # episodes per seed at every evaluation point
+    max_steps: int = 0  # step cap per episode; 0: the env's own time limit
+    # Held-out evaluation of the final policies on changed env parameters, e.g.
+    # "length=0.25,0.5,1.0 gravity=9.8,12" (the grid of all combinations).
+    perturb: str = ""
+
+
+# Evolvable hyperparameters and their bounds (log: perturbed multiplicatively
+# and resampled log-uniformly).
+PBT_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "lr": (1e-5, 1e-1, True),
+    "ent_coef": (0.0, 0.1, False),
+    "clip_eps": (0.05, 0.5, False),
+    "gae_lambda": (0.8, 1.0, False),
+    "gamma": (0.9, 0.9999, False),
+    "vf_coef": (0.05, 2.0, True),
+    "max_grad_norm": (0.05, 10.0, True),
+}
+
+
+@dataclass(frozen=True)
+class PBTConfig:
+    """Population-based training (Jaderberg et al., 2017, arXiv:1711.09846)
+    inside the compiled program; ``population=0`` turns it off."""
+
+    population: int = 0  # members (each its own seed id: seed, seed+1, …)
+    interval: int = 0  # updates between exploit/explore steps; 0: total/num_evals
+    fraction: float = 0.25  # the bottom fraction copies from the top fraction
+    resample_prob: float = 0.25  # explore: resample within bounds instead of perturbing
+    perturb_factors: tuple[float, ...] = (0.8, 1.25)
+    hparams: tuple[str, ...] = ("lr", "ent_coef", "clip_eps")
+    init_spread: float = 2.0  # initial hyperparameters: base × U[1/spread, spread] (log)
+    seed: int = 0  # PRNG seed of the exploit/explore decisions
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """``python -m jaxrl.sweep``: grid (default) or random search."""
+
+    samples: int = 0  # >0: random search with this many configurations
+    seed: int = 0  # PRNG seed of the random search
+
+
 # ---------------------------------------------------------------------------
 # The run config
 # ---------------------------------------------------------------------------
@@ -116,8 +163,9 @@ class Config:
     num_envs: int = 4  # parallel envs per seed
     total_timesteps: int = 500_000  # env steps per seed (rounded up to whole chunks)
     num_evals: int = 20  # evaluation / logging / checkpoint points
-    eval_episodes: int = 16  # deterministic eval episodes per seed, per eval point
-    eval_max_steps: int = 0  # 0: the env's own time limit
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    pbt: PBTConfig = field(default_factory=PBTConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     run_dir: str | None = None  # default: <runs_root>/<env>-<algo>-<timestamp>
     runs_root: str = "runs"
     resume: str | None = None  # a run directory to continue
@@ -185,18 +233,34 @@ def _field_types(cls: type) -> dict[str, Any]:
     return {f.name: f.type for f in dataclasses.fields(cls)}
 
 
+SECTIONS: dict[str, type] = {"eval": EvalConfig, "pbt": PBTConfig, "sweep": SweepConfig}
+
+
+def schema(algo: str = "ppo") -> dict[str, dataclasses.Field]:
+    """Every settable dotted key → its dataclass field."""
+    out: dict[str, dataclasses.Field] = {}
+    for f in dataclasses.fields(Config):
+        if f.name == "algo":
+            for g in dataclasses.fields(ALGOS.get(algo, PPOConfig)):
+                if g.name != "name":
+                    out[f"algo.{g.name}"] = g
+        elif f.name in SECTIONS:
+            for g in dataclasses.fields(SECTIONS[f.name]):
+                out[f"{f.name}.{g.name}"] = g
+        else:
+            out[f.name] = f
+    return out
+
+
 def _int_keys() -> set[str]:
-    keys = {k for k, t in _field_types(Config).items() if t in ("int", int)}
-    for algo_cls in ALGOS.values():
-        keys |= {f"algo.{k}" for k, t in _field_types(algo_cls).items() if t in ("int", int)}
+    keys: set[str] = set()
+    for algo in ALGOS:
+        keys |= {k for k, f in schema(algo).items() if f.type in ("int", int)}
     return keys
 
 
 def _all_keys(algo: str) -> list[str]:
-    keys = [k for k in _field_types(Config) if k != "algo"]
-    algo_cls = ALGOS.get(algo, PPOConfig)
-    keys += [f"algo.{k}" for k in _field_types(algo_cls) if k != "name"]
-    return keys
+    return list(schema(algo))
 
 
 _FLOAT_INT = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$|^[+-]?\d+\.0*$")
@@ -313,12 +377,10 @@ def _explain_hydra_error(error: Exception, overrides: list[str]) -> ConfigError:
 
 def _example(name: str, kind: str) -> str:
     """The field's default value as an example, else a generic one of its type."""
-    head, _, tail = name.partition(".")
-    cls, field_name = (PPOConfig, tail) if head == "algo" and tail else (Config, head)
-    for f in dataclasses.fields(cls):
-        if f.name == field_name and not isinstance(f.default, type(dataclasses.MISSING)):
-            value = f.default
-            return str(value).lower() if isinstance(value, bool) else str(value)
+    f = schema().get(name)
+    if f is not None and not isinstance(f.default, type(dataclasses.MISSING)):
+        value = f.default
+        return str(value).lower() if isinstance(value, bool) else str(value)
     return {"integer": "4", "float": "0.001", "boolean": "true", "string": "name"}.get(kind, "VALUE")
 
 
@@ -404,7 +466,15 @@ def from_dict(data: dict[str, Any]) -> Config:
     unknown = sorted(set(data) - top_known)
     if unknown:
         raise ConfigError(unknown[0], data[unknown[0]], "unknown config key", "edit config.yaml")
-    return _freeze(Config(algo=algo_cls(**algo), **data))
+    sections = {}
+    for name, cls in SECTIONS.items():
+        values = dict(data.pop(name, None) or {})
+        known_fields = {f.name for f in dataclasses.fields(cls)}
+        extra = sorted(set(values) - known_fields)
+        if extra:
+            raise ConfigError(f"{name}.{extra[0]}", values[extra[0]], "unknown config key", "edit config.yaml")
+        sections[name] = cls(**values)
+    return _freeze(Config(algo=algo_cls(**algo), **sections, **data))
 
 
 # ---------------------------------------------------------------------------
@@ -454,14 +524,17 @@ def validate(config: Config) -> Config:
     _positive_int("num_envs", config.num_envs, 4)
     _positive_int("total_timesteps", config.total_timesteps, 500000)
     _positive_int("num_evals", config.num_evals, 20)
-    _positive_int("eval_episodes", config.eval_episodes, 16)
+    _positive_int("eval.episodes", config.eval.episodes, 16)
     _positive_int("keep", config.keep, 2)
     if config.on_nan not in ("stop", "drop"):
         raise ConfigError("on_nan", config.on_nan, "must be stop or drop", "pass on_nan=stop")
-    if config.eval_max_steps < 0:
+    if config.eval.max_steps < 0:
         raise ConfigError(
-            "eval_max_steps", config.eval_max_steps, "must be ≥ 0 (0 = env's limit)", "pass eval_max_steps=0"
+            "eval.max_steps", config.eval.max_steps, "must be ≥ 0 (0 = env's limit)", "pass eval.max_steps=0"
         )
+    _validate_pbt(config.pbt)
+    if config.sweep.samples < 0:
+        raise ConfigError("sweep.samples", config.sweep.samples, "must be ≥ 0 (0 = grid)", "pass sweep.samples=64")
 
     algo = config.algo
     if isinstance(algo, PPOConfig):
@@ -523,6 +596,34 @@ def _validate_ppo(config: Config, algo: PPOConfig) -> None:
         if not 0 < float(algo.min_lr) <= float(algo.max_lr):
             raise ConfigError(
                 "algo.min_lr", algo.min_lr, f"must satisfy 0 < min_lr ≤ max_lr={algo.max_lr}", "pass algo.min_lr=1e-6"
+            )
+
+
+def _validate_pbt(pbt: PBTConfig) -> None:
+    if pbt.population < 0 or pbt.population == 1:
+        raise ConfigError("pbt.population", pbt.population, "must be 0 (off) or ≥ 2", "pass pbt.population=16")
+    if pbt.interval < 0:
+        raise ConfigError("pbt.interval", pbt.interval, "must be ≥ 0 updates (0 = one chunk)", "pass pbt.interval=0")
+    if not 0.0 < pbt.fraction <= 0.5:
+        raise ConfigError("pbt.fraction", pbt.fraction, "must lie in (0, 0.5]", "pass pbt.fraction=0.25")
+    if not 0.0 <= pbt.resample_prob <= 1.0:
+        raise ConfigError("pbt.resample_prob", pbt.resample_prob, "must lie in [0, 1]", "pass pbt.resample_prob=0.25")
+    if not pbt.perturb_factors or any(f <= 0 for f in pbt.perturb_factors):
+        raise ConfigError(
+            "pbt.perturb_factors",
+            list(pbt.perturb_factors),
+            "must be positive numbers",
+            "pass pbt.perturb_factors=[0.8,1.25]",
+        )
+    if pbt.init_spread < 1.0:
+        raise ConfigError("pbt.init_spread", pbt.init_spread, "must be ≥ 1", "pass pbt.init_spread=2")
+    for name in pbt.hparams:
+        if name not in PBT_BOUNDS:
+            raise ConfigError(
+                "pbt.hparams",
+                list(pbt.hparams),
+                f"{name!r} cannot evolve; known: {', '.join(PBT_BOUNDS)}",
+                "pass pbt.hparams=[lr,ent_coef]",
             )
 
 

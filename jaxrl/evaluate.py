@@ -41,15 +41,17 @@ def make_evaluate(
     max_steps: int,
     env_params: Any = None,
 ) -> Callable[[Any, jax.Array], EvalMetrics]:
-    """``evaluate(agent_state, key) -> EvalMetrics`` (pure; vmap over seeds outside).
+    """``evaluate(agent_state, key, params=None) -> EvalMetrics`` (pure; vmap over
+    seeds — and over env parameter settings, for held-out evaluation — outside).
 
     ``act(agent_state, obs [E, *obs], key) -> actions [E, ...]`` must be deterministic.
     """
-    env_params = env.default_params if env_params is None else env_params
+    default_params = env.default_params if env_params is None else env_params
     reset = jax.vmap(env.reset, in_axes=(0, None))
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-    def evaluate(agent_state: Any, key: jax.Array) -> EvalMetrics:
+    def evaluate(agent_state: Any, key: jax.Array, params: Any = None) -> EvalMetrics:
+        env_params = default_params if params is None else params
         key_reset, key_run = jax.random.split(key)
         env_state, obs = reset(jax.random.split(key_reset, num_episodes), env_params)
 

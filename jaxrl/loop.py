@@ -62,7 +62,7 @@ class Trainer(NamedTuple):
 
     init: Callable[[jax.Array, Any], TrainState]
     update: Callable[[TrainState, Any], tuple[TrainState, Any]]
-    evaluate: Callable[[TrainState], tuple[TrainState, EvalMetrics]]
+    evaluate: Callable[..., tuple[TrainState, EvalMetrics]]
     train_chunk: Callable[[TrainState, Any], tuple[TrainState, ChunkMetrics]]
     train: Callable[[jax.Array, Any], tuple[TrainState, ChunkMetrics]]
     hparams: Any  # default traced hyperparameters from the config
@@ -91,7 +91,10 @@ def schedule(config: Config) -> tuple[int, int, int]:
     ``num_evals`` chunks of equal length, rounding up to whole chunks.
     """
     requested = max(1, config.total_timesteps // config.batch_size)
-    chunk_updates = math.ceil(requested / config.num_evals)
+    if config.pbt.population and config.pbt.interval:
+        chunk_updates = config.pbt.interval  # a PBT step closes every chunk
+    else:
+        chunk_updates = math.ceil(requested / config.num_evals)
     num_chunks = math.ceil(requested / chunk_updates)
     return chunk_updates * num_chunks, chunk_updates, num_chunks
 
@@ -124,7 +127,7 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
         raise TypeError(f"unsupported algorithm config {type(algo).__name__}")
     agent = ppo.make_agent(algo, env, config.num_envs, num_updates, env_params)
     hparams = ppo.PPOHParams.from_config(algo)
-    eval_steps = config.eval_max_steps or env.max_episode_steps or 1000
+    eval_steps = config.eval.max_steps or env.max_episode_steps or 1000
 
     def init(key: jax.Array, hp: Any) -> TrainState:
         key_agent, key_eval = jax.random.split(key)
@@ -150,12 +153,13 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
         failed_at = jnp.where(jnp.logical_and(healthy, ~metrics.finite), state.update + 1, state.failed_at)
         return state.replace(agent=agent_state, update=state.update + 1, failed_at=failed_at), metrics
 
-    run_eval = make_evaluate(env, agent.act, config.eval_episodes, eval_steps, env_params)
+    run_eval = make_evaluate(env, agent.act, config.eval.episodes, eval_steps, env_params)
 
-    def evaluate(state: TrainState) -> tuple[TrainState, EvalMetrics]:
-        """``eval_episodes`` deterministic episodes on fresh env copies (own PRNG stream)."""
+    def evaluate(state: TrainState, params: Any = None) -> tuple[TrainState, EvalMetrics]:
+        """``eval.episodes`` deterministic episodes on fresh env copies (own PRNG
+        stream), under ``params`` (default: the training env's parameters)."""
         eval_key, key = jax.random.split(state.eval_key)
-        return state.replace(eval_key=eval_key), run_eval(state.agent, key)
+        return state.replace(eval_key=eval_key), run_eval(state.agent, key, params)
 
     def train_chunk(state: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
         state, metrics = jax.lax.scan(lambda s, _: update(s, hp), state, None, length=chunk_updates)
@@ -222,3 +226,15 @@ def make_batched(
         return states, ChunkMetrics(metrics, eval_metrics)
 
     return init_b, chunk
+
+
+def make_heldout(trainer: Trainer) -> Callable:
+    """``heldout(states [M], params [K]) -> EvalMetrics [K, M, E]``: every
+    member's policy evaluated under each of ``K`` env parameter settings
+    (a pytree with a leading settings axis), all in one program."""
+
+    def one(state: TrainState, params: Any) -> EvalMetrics:
+        return trainer.evaluate(state, params)[1]
+
+    over_members = jax.vmap(one, in_axes=(0, None))
+    return jax.vmap(over_members, in_axes=(None, 0))

@@ -311,28 +311,34 @@ def learn(
     ``num_minibatches`` minibatches. Metrics are means over all steps."""
     size = batch.advantage.shape[0]
     n_mb = algo.num_minibatches
+    zeros = LossMetrics(*(jnp.zeros((), jnp.float32) for _ in LossMetrics._fields))
 
     def epoch(carry, _):
-        params, opt_state, lr, key = carry
+        params, opt_state, lr, key, sums, grad_sum = carry
         key, key_perm = jax.random.split(key)
         perm = jax.random.permutation(key_perm, size)
         shuffled = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((n_mb, size // n_mb) + x.shape[1:]), batch)
 
         def minibatch(carry, mb):
-            params, opt_state, lr = carry
+            params, opt_state, lr, sums, grad_sum = carry
             out = sgd_step(params, opt_state, lr, mb, hp, network, algo)
-            return (out.params, out.opt_state, out.lr), (out.metrics, out.grad_norm)
+            sums = jax.tree.map(jnp.add, sums, out.metrics)
+            return (out.params, out.opt_state, out.lr, sums, grad_sum + out.grad_norm), None
 
-        (params, opt_state, lr), stats = jax.lax.scan(minibatch, (params, opt_state, lr), shuffled)
-        return (params, opt_state, lr, key), stats
+        (params, opt_state, lr, sums, grad_sum), _ = jax.lax.scan(
+            minibatch, (params, opt_state, lr, sums, grad_sum), shuffled
+        )
+        return (params, opt_state, lr, key, sums, grad_sum), None
 
     # The key rides in the carry (not as scanned-over xs) so jax.debug_key_reuse
-    # can follow it under vmap.
-    (params, opt_state, lr, _), (metrics, grad_norm) = jax.lax.scan(
-        epoch, (params, opt_state, lr, key), None, length=algo.update_epochs
+    # can follow it under vmap. Metrics are summed in the carry, in step order,
+    # so a seed's numbers do not depend on how many seeds are vmapped beside it.
+    (params, opt_state, lr, _, sums, grad_sum), _ = jax.lax.scan(
+        epoch, (params, opt_state, lr, key, zeros, jnp.zeros((), jnp.float32)), None, length=algo.update_epochs
     )
-    metrics = jax.tree.map(jnp.mean, metrics)
-    return StepResult(params, opt_state, lr, metrics, jnp.mean(grad_norm))
+    steps = float(algo.update_epochs * n_mb)
+    metrics = jax.tree.map(lambda x: x / steps, sums)
+    return StepResult(params, opt_state, lr, metrics, grad_sum / steps)
 
 
 # ---------------------------------------------------------------------------

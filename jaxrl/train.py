@@ -13,9 +13,7 @@ SIGINT/SIGTERM after writing a checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import signal
 import sys
 import time
 from typing import Any
@@ -36,7 +34,7 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   env=cartpole            short name (cartpole, acrobot, mountaincar, pendulum,
                           mountaincar-continuous) or any gymnax id (Breakout-MinAtar)
   seeds=16 | seeds=[0,5]  number of seeds (ids seed..seed+N-1) or explicit ids
-  num_envs=4 total_timesteps=5e5 num_evals=20 eval_episodes=16
+  num_envs=4 total_timesteps=5e5 num_evals=20 eval.episodes=16 eval.perturb="length=0.5,1"
   algo.lr=2.5e-4 algo.num_steps=128 algo.update_epochs=4 algo.num_minibatches=4
   algo.gamma=0.99 algo.gae_lambda=0.95 algo.clip_eps=0.2 algo.ent_coef=0.01
   algo.vf_coef=0.5 algo.max_grad_norm=0.5 algo.lr_schedule=linear|constant|adaptive
@@ -45,35 +43,6 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
 
 Per-env presets apply first; your overrides win. Defaults: see jaxrl/config.py.
 """
-
-
-class _StopRequest:
-    """SIGINT/SIGTERM → finish the current chunk, checkpoint, exit 130/143."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.getsignal(signum)
-            signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None:  # second signal: give up immediately
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
-        self.signum = signum
-        sys.stderr.write(f"\n{signal.Signals(signum).name}: stopping after the current chunk (again to abort)\n")
-
-    def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + int(self.signum or 0)
 
 
 def _load_run_config(run_dir: str) -> Config:
@@ -166,360 +135,143 @@ def _write_config(path: str, config: Config) -> None:
     os.replace(tmp, path)
 
 
-def _update_records(metrics: Any, chunk: int, first_update: int, steps_per_update: int) -> list[dict[str, Any]]:
-    """One JSON record per update, every field a per-seed list."""
+def job_for(config: Config, run_dir: str, resuming: bool) -> Any:
+    """The driver job of a train run: one configuration over its seeds, or a
+    PBT population (members = seed ids seed … seed+population−1)."""
+    import jax
     import numpy as np
 
-    fields = metrics._asdict()
-    episodes = np.asarray(fields["episodes"])  # [S, U]
-    num_updates = episodes.shape[1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ep_return = np.where(episodes > 0, np.asarray(fields["episode_return_sum"]) / episodes, np.nan)
-        ep_length = np.where(episodes > 0, np.asarray(fields["episode_length_sum"]) / episodes, np.nan)
-    skip = {"episode_return_sum", "episode_length_sum", "episodes"}
-    records = []
-    for u in range(num_updates):
-        update = first_update + u + 1
-        record = {
-            "type": "update",
-            "chunk": chunk,
-            "update": update,
-            "env_steps": update * steps_per_update,
-            "episode_return": ep_return[:, u],
-            "episode_length": ep_length[:, u],
-            "episodes": episodes[:, u],
-        }
-        for name, value in fields.items():
-            if name not in skip:
-                record[name] = np.asarray(value)[:, u]
-        records.append(record)
-    return records
+    from jaxrl.driver import Job
+    from jaxrl.ppo import PPOHParams
+
+    base = PPOHParams.from_config(config.algo)
+    if config.pbt.population:
+        from jaxrl import pbt
+
+        seeds = tuple(range(config.seed, config.seed + config.pbt.population))
+        key = jax.random.fold_in(jax.random.key(config.pbt.seed), 1)
+        hparams = pbt.init_hparams(base, config.pbt, key, len(seeds))
+        label = "pbt"
+    else:
+        seeds = seed_ids(config)
+        hparams = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(seeds),)).copy(), base)
+        label = "default"
+    return Job(
+        config=config,
+        seeds=seeds,
+        config_index=(0,) * len(seeds),
+        labels=(label,),
+        hparams=hparams,
+        run_dir=run_dir,
+        resuming=resuming,
+        record_updates=True,
+        created=not resuming,
+    )
 
 
-def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper: _StopRequest | None = None) -> int:
+def flat_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """The one-configuration summary.json of DESIGN.md: the configuration's
+    fields at top level."""
+    block = dict(summary["configs"][0])
+    out = {"env": summary["env"], "algo": summary["algo"], "seeds": block.pop("seeds")}
+    block.pop("label", None)
+    block.pop("hparams", None)
+    out.update({"total_timesteps": summary["total_timesteps"], **block})
+    out.update({k: v for k, v in summary.items() if k not in out and k != "configs"})
+    return out
+
+
+def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper: Any = None) -> int:
     """Train ``config`` (validated), writing its run directory. Returns an exit code.
 
     ``stop_after_chunks`` stops (with a checkpoint, like SIGINT) after that many
     chunks of this invocation — for tests and scripted preemption.
     """
+    from jaxrl import driver, envs, stats
+
     if config.deterministic:
         _platform.request_deterministic()
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
-    t_start = time.perf_counter()
     own = stopper is None
     if own:
-        stopper = _StopRequest()
+        stopper = driver.StopRequest()
         stopper.install()
     try:
-        return _run(config, stop_after_chunks, log, stopper, t_start)
+        resuming = config.resume is not None
+        run_dir = config.run_dir if resuming else _new_run_dir(config)
+        try:
+            env = envs.make(config.env)
+        except Exception as error:  # e.g. an env that needs a download
+            raise ConfigError(
+                "env",
+                config.env,
+                f"could not be built ({str(error).splitlines()[0][:120]})",
+                "pick another env from jaxrl.envs.names()",
+            ) from None
+        driver.parse_perturb(config.eval.perturb, env)  # before anything is written
+        job = job_for(config, run_dir, resuming)
+        if not resuming:
+            os.makedirs(run_dir, exist_ok=True)
+            _write_config(os.path.join(run_dir, "config.yaml"), dataclasses.replace(config, run_dir=run_dir))
+        outcome = driver.execute(job, env, stop_after_chunks=stop_after_chunks, log=log, stopper=stopper)
+        if outcome.summary is None:
+            return outcome.code
+        summary = flat_summary(outcome.summary)
+        driver.write_json(os.path.join(run_dir, "summary.json"), summary)
+        records = None
+        if config.plots:
+            from jaxrl.logs import JsonlWriter
+
+            records = JsonlWriter(os.path.join(run_dir, "metrics.jsonl")).read()
+            driver.plot_run(run_dir, records, f"{env.name} · {config.algo.name}", env.solved_return)
+        finals = [float("nan") if r is None else r for r in summary["final_eval_return"]]
+        what = "PBT population" if config.pbt.population else "final deterministic evaluation"
+        print(
+            stats.robustness_table(
+                summary["seeds"],
+                finals,
+                summary,
+                solved_return=env.solved_return,
+                title=f"{env.name} · {config.algo.name} · {what} ({config.eval.episodes} episodes per seed)",
+            ),
+            flush=True,
+        )
+        if "pbt" in summary:
+            print(_pbt_text(summary["pbt"]), flush=True)
+        if "heldout" in summary:
+            print(driver.heldout_table(summary), flush=True)
+        log(
+            f"compile {summary['compile_time_s']:.1f} s · train {summary['train_time_s']:.1f} s · "
+            f"{_count(summary['env_steps_per_s'])} env steps/s · wall {summary['wall_time_s']:.1f} s"
+        )
+        log(f"run directory: {run_dir}")
+        return 0
     finally:
         if own:
             stopper.restore()
 
 
-def _run(config: Config, stop_after_chunks: int | None, log, stopper: _StopRequest, t_start: float) -> int:
-    import jax
-    import numpy as np
+def _count(n: float | None) -> str:
+    from jaxrl.logs import format_count
 
-    from jaxrl import envs as envs_lib
-    from jaxrl import stats
-    from jaxrl.checkpoint import Checkpointer, config_hash
-    from jaxrl.logs import JsonlWriter, LiveProgress, format_count
-    from jaxrl.loop import make_batched, make_train, seed_keys
-
-    resuming = config.resume is not None
-    run_dir = config.run_dir if resuming else _new_run_dir(config)
-    try:
-        env = envs_lib.make(config.env)
-    except Exception as error:  # e.g. an env that needs a download
-        raise ConfigError(
-            "env",
-            config.env,
-            f"could not be built ({str(error).splitlines()[0][:120]})",
-            "pick another env from jaxrl.envs.names()",
-        ) from None
-    trainer = make_train(config, env)
-    ids = seed_ids(config)
-    keys = seed_keys(config)
-    hp = trainer.hparams
-    chash = config_hash(to_dict(dataclasses.replace(config, run_dir=run_dir, resume=None)))
-
-    progress = LiveProgress(trainer.num_updates, trainer.steps_per_update, len(ids), enabled=config.progress)
-    init_b, chunk_b = make_batched(trainer, progress=progress if config.progress else None)
-    abstract = jax.eval_shape(init_b, keys, hp)
-
-    checkpointer = None
-    metrics_log = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
-    start_chunk, train_s_before, states = 0, 0.0, None
-    if resuming:  # check the checkpoint before printing or compiling anything
-        checkpointer = Checkpointer(run_dir, keep=config.keep)
-        states, meta = checkpointer.restore(abstract)
-        if meta.get("config_hash") != chash:
-            raise ConfigError("resume", run_dir, "checkpoint was written by a different config", "start a new run")
-        start_chunk = int(meta["chunk"])
-        train_s_before = float(meta.get("train_time_s", 0.0))
-    else:
-        os.makedirs(run_dir, exist_ok=True)
-        _write_config(os.path.join(run_dir, "config.yaml"), dataclasses.replace(config, run_dir=run_dir))
-        if config.checkpoint:
-            checkpointer = Checkpointer(run_dir, keep=config.keep)
-    log(f"run directory: {run_dir}")
-    log(
-        f"{env.name} · {config.algo.name} · {len(ids)} seeds × {config.num_envs} envs · "
-        f"{format_count(trainer.total_env_steps)} steps/seed in {trainer.num_chunks} chunks of {trainer.chunk_updates} updates"
-        f" · {jax.default_backend()} ({jax.device_count()} device)"
-    )
-    if resuming:
-        metrics_log.truncate(lambda r: int(r.get("chunk", 0)) < start_chunk)
-        log(f"resuming after chunk {start_chunk}/{trainer.num_chunks}")
-
-    t0 = time.perf_counter()
-    init_c = jax.jit(init_b).lower(keys, hp).compile() if states is None else None
-    chunk_c = jax.jit(chunk_b, donate_argnums=0).lower(abstract, hp).compile()
-    compile_s = time.perf_counter() - t0
-    if states is None:
-        states = init_c(keys, hp)
-    log(f"compiled in {compile_s:.1f} s")
-
-    progress.update = start_chunk * trainer.chunk_updates
-    failed_at = np.asarray(jax.device_get(states.failed_at))
-    train_s, chunk, last_saved = 0.0, start_chunk - 1, start_chunk
-    try:
-        if stopper.signum is not None:
-            return _stop_message(log, stopper, run_dir, last_saved, trainer.num_chunks, not resuming)
-        for chunk in range(start_chunk, trainer.num_chunks):
-            t_chunk = time.perf_counter()
-            states, metrics = chunk_c(states, hp)
-            metrics = jax.device_get(metrics)
-            dt = time.perf_counter() - t_chunk
-            train_s += dt
-            first = chunk * trainer.chunk_updates
-            update = first + trainer.chunk_updates
-            records = _update_records(metrics.updates, chunk, first, trainer.steps_per_update)
-            now_failed = np.asarray(jax.device_get(states.failed_at))
-            alive = now_failed == 0
-            eval_returns = np.asarray(metrics.eval.returns, np.float64)  # [S, E]
-            seed_means = np.where(alive, eval_returns.mean(axis=1), np.nan)
-            records.append(
-                {
-                    "type": "eval",
-                    "chunk": chunk,
-                    "update": update,
-                    "env_steps": update * trainer.steps_per_update,
-                    "eval_return": seed_means,
-                    "eval_return_std": np.where(alive, eval_returns.std(axis=1), np.nan),
-                    "eval_length": np.asarray(metrics.eval.lengths).mean(axis=1),
-                    "failed_at_update": now_failed,
-                    "chunk_time_s": dt,
-                    "env_steps_per_s": trainer.chunk_updates * trainer.steps_per_update * len(ids) / dt,
-                }
-            )
-            metrics_log.write(records)
-            new_failures = [(ids[i], int(now_failed[i])) for i in np.flatnonzero((failed_at == 0) & ~alive)]
-            failed_at = now_failed
-            for seed, bad_update in new_failures:
-                steps_lo = (bad_update - 1) * trainer.steps_per_update + 1
-                steps_hi = bad_update * trainer.steps_per_update
-                where = f"seed {seed}: non-finite loss, gradients or parameters at update {bad_update} (env steps {steps_lo}–{steps_hi} of that seed)"
-                if config.on_nan == "stop":
-                    saved = (
-                        f"the last good checkpoint (after chunk {last_saved}) is kept"
-                        if last_saved
-                        else "no checkpoint was written"
-                    )
-                    log(
-                        f"error: {where}; {saved}; fix: lower algo.lr or algo.max_grad_norm, or pass on_nan=drop to carry on without failed seeds"
-                    )
-                    return 1
-                progress.message(f"warning: {where}; on_nan=drop: seed {seed} is marked failed, the others go on")
-            if checkpointer is not None:
-                error = _save(checkpointer, chunk + 1, states, chash, update, trainer, train_s_before + train_s)
-                if error:
-                    saved = (
-                        f"the last good checkpoint (after chunk {last_saved}) is kept"
-                        if last_saved
-                        else "no checkpoint was written"
-                    )
-                    log(
-                        f"error: checkpoint after chunk {chunk + 1} could not be written ({error}); {saved}; fix: free disk space, then resume={run_dir}"
-                    )
-                    return 1
-                last_saved = chunk + 1
-            live_means = seed_means[alive]
-            progress.message(
-                f"chunk {chunk + 1}/{trainer.num_chunks} · {format_count(update * trainer.steps_per_update)} steps/seed"
-                + (
-                    f" · eval IQM {stats.iqm(live_means):.1f} (min {live_means.min():.1f}, max {live_means.max():.1f})"
-                    if live_means.size
-                    else " · every seed failed"
-                )
-                + f" · {format_count(trainer.chunk_updates * trainer.steps_per_update * len(ids) / dt)} steps/s"
-            )
-            if not alive.any():
-                log(
-                    "error: every seed has failed (non-finite values); nothing left to train; fix: lower algo.lr or algo.max_grad_norm"
-                )
-                return 1
-            last = chunk + 1 == trainer.num_chunks
-            scripted_stop = stop_after_chunks is not None and chunk + 1 - start_chunk >= stop_after_chunks
-            if not last and (stopper.signum is not None or scripted_stop):
-                return _stop_message(log, stopper, run_dir, last_saved, trainer.num_chunks, not resuming)
-    finally:
-        progress.close()
-        if checkpointer is not None:
-            checkpointer.close()
-
-    summary = _summarize(
-        config,
-        trainer,
-        ids,
-        metrics_log.read(),
-        run_dir,
-        compile_s,
-        train_s_before + train_s,
-        time.perf_counter() - t_start,
-    )
-    _write_json(os.path.join(run_dir, "summary.json"), summary)
-    if config.plots:
-        _plot(run_dir, metrics_log.read(), env.name, config.algo.name, env.solved_return)
-    finals = [r if r is not None else float("nan") for r in summary["final_eval_return"]]
-    table = stats.robustness_table(
-        ids,
-        finals,
-        summary,
-        solved_return=env.solved_return,
-        title=f"{env.name} · {config.algo.name} · final deterministic evaluation ({config.eval_episodes} episodes per seed)",
-    )
-    print(table, flush=True)
-    log(
-        f"compile {compile_s:.1f} s · train {summary['train_time_s']:.1f} s · "
-        f"{format_count(summary['env_steps_per_s'])} env steps/s · wall {summary['wall_time_s']:.1f} s"
-    )
-    log(f"run directory: {run_dir}")
-    return 0
+    return "?" if n is None else format_count(n)
 
 
-def _stop_message(log, stopper: _StopRequest, run_dir: str, last_saved: int, num_chunks: int, created: bool) -> int:
-    if last_saved:
-        log(f"stopped after chunk {last_saved}/{num_chunks}; checkpoint saved")
-        log(f"continue with: python -m jaxrl.train resume={run_dir}")
-    else:
-        if created:  # nothing worth keeping: leave no half-made run directory behind
-            import shutil
-
-            shutil.rmtree(run_dir, ignore_errors=True)
-        log("stopped before the first chunk finished; nothing was saved (start again to train)")
-    return stopper.exit_code if stopper.signum is not None else 0
-
-
-def _save(checkpointer, chunk: int, states, chash: str, update: int, trainer, train_s: float) -> str | None:
-    """Write a checkpoint; return None, or a short reason when the write failed."""
-    import errno
-
-    meta = {
-        "chunk": chunk,
-        "update": update,
-        "env_steps": update * trainer.steps_per_update,
-        "config_hash": chash,
-        "train_time_s": train_s,
-        "jaxrl_version": _version(),
-    }
-    try:
-        checkpointer.save(chunk, states, meta)
-    except Exception as error:  # orbax wraps OS errors in its own types
-        cause: BaseException | None = error
-        while cause is not None:
-            if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
-                return "no space left on device"
-            cause = cause.__cause__ or cause.__context__
-        text = str(error).strip().splitlines()
-        return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
-    return None
-
-
-def _version() -> str:
-    from jaxrl import __version__
-
-    return __version__
-
-
-def _summarize(config, trainer, ids, records, run_dir, compile_s, train_s, wall_s) -> dict[str, Any]:
-    import jax
-    import numpy as np
-
-    from jaxrl import stats
-
-    evals = [r for r in records if r["type"] == "eval"]
-    last = evals[-1]
-    final = [None if v is None else float(v) for v in last["eval_return"]]
-    failed_at = last.get("failed_at_update") or [0] * len(ids)
-    alive = np.asarray([v for v in final if v is not None], np.float64)
-    solved = trainer.env.solved_return
-    summary_stats: dict[str, Any]
-    if alive.size:
-        summary_stats = stats.summarize(alive, solved)
-    else:
-        summary_stats = {k: None for k in ("mean", "median", "iqm", "ci95", "std", "min", "max", "solved_fraction")}
-    if solved is not None:  # failed seeds count as not solved
-        summary_stats["solved_fraction"] = float(np.sum(alive >= solved)) / len(ids)
-    total_steps = trainer.total_env_steps
-    return {
-        "env": trainer.env.name,
-        "algo": config.algo.name,
-        "seeds": list(ids),
-        "total_timesteps": total_steps,
-        "final_eval_return": final,
-        **summary_stats,
-        "solved_threshold": solved,
-        "failed_seeds": [
-            {"seed": s, "update": int(u), "env_steps": int(u) * trainer.steps_per_update}
-            for s, u in zip(ids, failed_at, strict=True)
-            if u
-        ],
-        "eval_episodes": config.eval_episodes,
-        "compile_time_s": compile_s,
-        "train_time_s": train_s,
-        "wall_time_s": wall_s,
-        "env_steps_per_s": total_steps * len(ids) / train_s if train_s > 0 else None,
-        "num_updates": trainer.num_updates,
-        "num_chunks": trainer.num_chunks,
-        "run_dir": run_dir,
-        "jaxrl_version": _version(),
-        "jax_version": jax.__version__,
-        "backend": jax.default_backend(),
-    }
-
-
-def _write_json(path: str, data: dict[str, Any]) -> None:
-    from jaxrl.logs import jsonable
-
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(jsonable(data), f, indent=2, allow_nan=False)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def _plot(run_dir: str, records: list[dict[str, Any]], env_name: str, algo: str, solved: float | None) -> None:
-    import numpy as np
-
-    from jaxrl import stats
-
-    evals = [r for r in records if r["type"] == "eval"]
-    updates = [r for r in records if r["type"] == "update"]
-    to_array = lambda rs, key: np.asarray([[np.nan if v is None else v for v in r[key]] for r in rs], np.float64).T  # noqa: E731
-    panels = [
-        ("deterministic eval return", np.asarray([r["env_steps"] for r in evals]), to_array(evals, "eval_return"))
+def _pbt_text(pbt: dict[str, Any]) -> str:
+    lines = [
+        f"PBT: best member {pbt['best_member']} (final return {pbt['best_final_return']}); {pbt['copies']} exploit copies"
     ]
-    if updates:
-        train = to_array(updates, "episode_return")  # [S, U], NaN where no episode ended
-        for row in train:  # carry the last completed-episode return forward
-            last = np.nan
-            for i, v in enumerate(row):
-                last = v if np.isfinite(v) else last
-                row[i] = last
-        panels.append(("training episode return", np.asarray([r["env_steps"] for r in updates]), train))
-    stats.plot_curves(os.path.join(run_dir, "curves.png"), panels, title=f"{env_name} · {algo}", solved_return=solved)
+    lines.append("  hyperparameters of the best member's lineage, chunk by chunk:")
+    names = list(pbt["best_trajectory"][0]["hparams"]) if pbt["best_trajectory"] else []
+    lines.append("  " + f"{'env steps':>10} {'slot':>4} {'eval':>8}  " + "  ".join(f"{n:>12}" for n in names))
+    for row in pbt["best_trajectory"]:
+        value = row["eval_return"]
+        lines.append(
+            "  "
+            + f"{row['env_steps']:>10} {row['slot']:>4} {value if value is not None else float('nan'):>8.1f}  "
+            + "  ".join(f"{row['hparams'][n]:>12.4g}" for n in names)
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -527,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
         return 0
-    stopper = _StopRequest()  # from the start: Ctrl-C while compiling also exits cleanly
+    from jaxrl.driver import StopRequest
+
+    stopper = StopRequest()  # from the start: Ctrl-C while compiling also exits cleanly
     stopper.install()
     try:
         config = resolve(argv)

@@ -40,7 +40,7 @@ def learned_value(env, seeds=(0, 1)):
         "num_envs=8",
         "total_timesteps=24576",
         "num_evals=1",
-        "eval_episodes=1",
+        "eval.episodes=1",
         "algo.num_steps=16",
         "algo.update_epochs=4",
         "algo.num_minibatches=2",
@@ -106,7 +106,7 @@ SMALL = (
     "num_envs=4",
     "total_timesteps=4096",
     "num_evals=2",
-    "eval_episodes=2",
+    "eval.episodes=2",
     "algo.num_steps=32",
     "algo.num_minibatches=2",
     "algo.update_epochs=2",
@@ -149,7 +149,7 @@ def test_cartpole_learns_in_a_ci_budget():
     """The cartpole preset (200k steps) on 4 seeds reaches a high deterministic
     return on every seed (random play scores ≈ 9-10; the preset solved 256 of
     256 seeds in experiments/robust_cartpole.py)."""
-    config = cfg("env=cartpole", "seeds=4", "num_evals=2", "eval_episodes=4")
+    config = cfg("env=cartpole", "seeds=4", "num_evals=2", "eval.episodes=4")
     _, evals, _ = _run_batched(config)
     final = evals[-1].mean(-1)
     assert np.all(final >= 400), final

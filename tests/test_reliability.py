@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import normalize, train
+from jaxrl import driver, normalize, train
 from tests.toy_envs import HalfPoisoned, PoisonedReward
 
 ENV = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.getcwd())
@@ -24,7 +24,7 @@ SMALL = [
     "num_envs=4",
     "total_timesteps=6144",
     "num_evals=3",
-    "eval_episodes=2",
+    "eval.episodes=2",
     "algo.num_steps=32",
     "algo.num_minibatches=2",
     "algo.update_epochs=2",
@@ -186,8 +186,8 @@ def test_nan_reward_stops_run_naming_seed_and_update(tmp_path, poisoned_env, cap
         "algo.num_minibatches=1",
         "total_timesteps=160",
         "num_evals=5",
-        "eval_episodes=1",
-        "eval_max_steps=5",
+        "eval.episodes=1",
+        "eval.max_steps=5",
         f"run_dir={run_dir}",
         "plots=false",
         "progress=false",
@@ -213,8 +213,8 @@ def test_on_nan_drop_marks_seed_failed_others_go_on(tmp_path, capsys):
         "algo.num_minibatches=1",
         "total_timesteps=160",
         "num_evals=5",
-        "eval_episodes=1",
-        "eval_max_steps=5",
+        "eval.episodes=1",
+        "eval.max_steps=5",
         f"run_dir={run_dir}",
         "plots=false",
         "progress=false",
@@ -291,7 +291,7 @@ def test_env_step_counts_beyond_2_pow_31_are_exact():
 
     u = 2**31 // 256 + 5  # updates × 256 steps > 2^31
     fields = {name: np.zeros((1, 2)) for name in UpdateMetrics._fields}
-    recs = train._update_records(UpdateMetrics(**fields), chunk=0, first_update=u, steps_per_update=256)
+    recs = driver.update_records(UpdateMetrics(**fields), chunk=0, first_update=u, steps_per_update=256)
     assert recs[-1]["env_steps"] == (u + 2) * 256 > 2**31
 
 

@@ -38,8 +38,8 @@ def test_trainer_runs_at_shape(env, seeds, envs, steps, epochs, minibatches, tot
                 f"algo.num_minibatches={minibatches}",
                 f"total_timesteps={total}",
                 "num_evals=2",
-                "eval_episodes=2",
-                "eval_max_steps=50",
+                "eval.episodes=2",
+                "eval.max_steps=50",
                 *extra,
             ]
         )

@@ -1,0 +1,670 @@
+"""The host driver: runs one compiled program over a batch of *members* chunk
+by chunk, and writes the run directory.
+
+A member is one (configuration, seed) pair. ``python -m jaxrl.train`` runs one
+configuration over its seeds; ``python -m jaxrl.sweep`` runs every traced
+hyperparameter configuration × every seed in one program; PBT runs a
+population whose hyperparameters evolve inside the program. All three are a
+:class:`Job` for :func:`execute`, which owns what Python does between chunks:
+metrics to JSON lines, orbax checkpoints, live progress, NaN policy, signals,
+resume, held-out evaluation and the summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from flax import struct
+
+from jaxrl.config import Config, ConfigError, to_dict
+
+__all__ = ["StopRequest", "Job", "Outcome", "execute", "parse_perturb", "write_json", "version"]
+
+
+class StopRequest:
+    """SIGINT/SIGTERM → finish the current chunk, checkpoint, exit 130/143."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:  # second signal: give up immediately
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.signum = signum
+        sys.stderr.write(f"\n{signal.Signals(signum).name}: stopping after the current chunk (again to abort)\n")
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signum or 0)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One compiled program's worth of training."""
+
+    config: Config  # static settings (shapes, counts, flags) shared by every member
+    seeds: tuple[int, ...]  # seed id of each member
+    config_index: tuple[int, ...]  # configuration of each member
+    labels: tuple[str, ...]  # one per configuration
+    hparams: Any  # traced hyperparameters, every leaf [M] (PBT: the initial population)
+    run_dir: str
+    resuming: bool = False
+    record_updates: bool = True  # one metrics record per update; else one per chunk
+    created: bool = True  # run_dir was made for this job (removed if stopped before any checkpoint)
+
+
+class Outcome(NamedTuple):
+    code: int  # exit status
+    summary: dict[str, Any] | None  # None unless training finished
+
+
+@struct.dataclass
+class Carry:
+    """What the compiled program carries from chunk to chunk (and checkpoints)."""
+
+    states: Any  # loop.TrainState, leaves [M, ...]
+    hparams: Any  # leaves [M]
+    pbt_key: Any  # typed PRNG key []
+
+
+def _is_key(x: Any) -> bool:
+    import jax
+
+    return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def version() -> str:
+    from jaxrl import __version__
+
+    return __version__
+
+
+def write_json(path: str, data: dict[str, Any]) -> None:
+    from jaxrl.logs import jsonable
+
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(jsonable(data), f, indent=2, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def parse_perturb(text: str, env: Any) -> list[dict[str, float]]:
+    """``"length=0.25,0.5 gravity=9.8,12"`` → every combination as a dict.
+
+    Raises ConfigError naming unknown parameters or non-numeric values."""
+    import itertools
+
+    from jaxrl.envs import param_names
+
+    text = (text or "").strip()
+    if not text:
+        return []
+    names = param_names(env)
+    axes: dict[str, list[float]] = {}
+    for part in text.replace(";", " ").split():
+        key, sep, values = part.partition("=")
+        if not sep or not values:
+            raise ConfigError(
+                "eval.perturb", text, f"{part!r} is not name=v1,v2,…", 'write e.g. eval.perturb="length=0.5,1.0"'
+            )
+        if key not in names:
+            known = ", ".join(names) if names else "none"
+            raise ConfigError(
+                "eval.perturb",
+                text,
+                f"{key!r} is not a parameter of {env.name} (parameters: {known})",
+                "use one of those names",
+            )
+        try:
+            axes[key] = [float(v) for v in values.split(",") if v != ""]
+        except ValueError:
+            raise ConfigError(
+                "eval.perturb", text, f"values of {key} must be numbers", f"write e.g. {key}=0.5,1.0"
+            ) from None
+    return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
+
+
+# ---------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------
+
+
+def update_records(metrics: Any, chunk: int, first_update: int, steps_per_update: int) -> list[dict[str, Any]]:
+    """One JSON record per update, every field a per-member list."""
+    import numpy as np
+
+    fields = metrics._asdict()
+    episodes = np.asarray(fields["episodes"])  # [M, U]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ep_return = np.where(episodes > 0, np.asarray(fields["episode_return_sum"]) / episodes, np.nan)
+        ep_length = np.where(episodes > 0, np.asarray(fields["episode_length_sum"]) / episodes, np.nan)
+    skip = {"episode_return_sum", "episode_length_sum", "episodes", "finite"}
+    records = []
+    for u in range(episodes.shape[1]):
+        update = first_update + u + 1
+        record = {
+            "type": "update",
+            "chunk": chunk,
+            "update": update,
+            "env_steps": update * steps_per_update,
+            "episode_return": ep_return[:, u],
+            "episode_length": ep_length[:, u],
+            "episodes": episodes[:, u],
+        }
+        for name, value in fields.items():
+            if name not in skip:
+                record[name] = np.asarray(value)[:, u]
+        records.append(record)
+    return records
+
+
+def chunk_training_stats(metrics: Any) -> dict[str, Any]:
+    """Per-member training statistics of a whole chunk (for strided records)."""
+    import numpy as np
+
+    fields = metrics._asdict()
+    episodes = np.asarray(fields["episodes"]).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = {
+            "episode_return": np.where(
+                episodes > 0, np.asarray(fields["episode_return_sum"]).sum(axis=1) / episodes, np.nan
+            ),
+            "episode_length": np.where(
+                episodes > 0, np.asarray(fields["episode_length_sum"]).sum(axis=1) / episodes, np.nan
+            ),
+            "episodes": episodes,
+        }
+    for name in ("loss", "entropy", "approx_kl", "explained_variance", "lr"):
+        if name in fields:
+            out[name] = np.nanmean(np.asarray(fields[name], np.float64), axis=1)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The chunk loop
+# ---------------------------------------------------------------------------
+
+
+def _save(
+    checkpointer, chunk: int, carry, chash: str, update: int, steps_per_update: int, train_s: float
+) -> str | None:
+    """Write a checkpoint; return None, or a short reason when the write failed."""
+    meta = {
+        "chunk": chunk,
+        "update": update,
+        "env_steps": update * steps_per_update,
+        "config_hash": chash,
+        "train_time_s": train_s,
+        "jaxrl_version": version(),
+    }
+    try:
+        checkpointer.save(chunk, carry, meta)
+    except Exception as error:  # orbax wraps OS errors in its own types
+        cause: BaseException | None = error
+        while cause is not None:
+            if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+                return "no space left on device"
+            cause = cause.__cause__ or cause.__context__
+        text = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
+    return None
+
+
+def _stop(log, stopper: StopRequest, job: Job, last_saved: int, num_chunks: int, resume_cmd: str) -> Outcome:
+    if last_saved:
+        log(f"stopped after chunk {last_saved}/{num_chunks}; checkpoint saved")
+        log(f"continue with: {resume_cmd}")
+    else:
+        if job.created:  # nothing worth keeping: leave no half-made run directory behind
+            import shutil
+
+            shutil.rmtree(job.run_dir, ignore_errors=True)
+        log("stopped before the first chunk finished; nothing was saved (start again to train)")
+    return Outcome(stopper.exit_code if stopper.signum is not None else 0, None)
+
+
+def config_digest(job: Job, hparams_host: Any) -> str:
+    """Hash of everything that fixes the program and its numbers."""
+    from jaxrl.checkpoint import config_hash
+    from jaxrl.logs import jsonable
+
+    data = to_dict(dataclasses.replace(job.config, run_dir=None, resume=None))
+    data["_members"] = {
+        "seeds": list(job.seeds),
+        "config_index": list(job.config_index),
+        "labels": list(job.labels),
+        "hparams": jsonable({k: v for k, v in dataclasses.asdict(hparams_host).items()}),
+    }
+    return config_hash(data)
+
+
+def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, Callable, Any]:
+    """``(keys, init, program, abstract_carry)`` of a job: ``init(keys, hparams)
+    -> Carry`` and ``program(carry) -> (carry, ChunkMetrics, PBTStep | None)``."""
+    import jax
+    import numpy as np
+
+    from jaxrl import pbt as pbt_lib
+    from jaxrl.loop import make_batched
+
+    config = job.config
+    use_pbt = config.pbt.population > 0
+    keys = jax.vmap(jax.random.key)(np.asarray(job.seeds, np.uint32))
+    init_b, chunk_b = make_batched(trainer, hparams_batched=True, progress=progress)
+
+    def init(keys, hparams):
+        return Carry(init_b(keys, hparams), hparams, jax.random.key(config.pbt.seed))
+
+    def program(carry: Carry):
+        states, metrics = chunk_b(carry.states, carry.hparams)
+        if not use_pbt:
+            return carry.replace(states=states), metrics, None
+        pbt_key, key = jax.random.split(carry.pbt_key)
+        fitness = metrics.eval.returns.mean(axis=-1)
+        new_states, new_hparams, step = pbt_lib.exploit_explore(states, carry.hparams, fitness, key, config.pbt)
+        last = states.update[0] >= trainer.num_updates  # no PBT step after the final evaluation
+
+        def pick(new, old):  # keys are never copied, so they pass through untouched
+            return jax.tree.map(lambda a, b: a if _is_key(a) else jax.lax.select(last, b, a), new, old)
+
+        new_states = pick(new_states, states)
+        new_hparams = pick(new_hparams, carry.hparams)
+        step = step._replace(parents=jax.numpy.where(last, -1, step.parents))
+        return Carry(new_states, new_hparams, pbt_key), metrics, step
+
+    return keys, init, program, jax.eval_shape(init, keys, job.hparams)
+
+
+def load_carry(job: Job, env: Any, chunk: int | None = None) -> tuple[Any, dict[str, Any]]:
+    """The checkpointed :class:`Carry` of ``job.run_dir`` (latest or ``chunk``)."""
+    from jaxrl.checkpoint import Checkpointer
+    from jaxrl.loop import make_train
+
+    trainer = make_train(job.config, env)
+    _, _, _, abstract = build(job, trainer)
+    return Checkpointer(job.run_dir, keep=job.config.keep).restore(abstract, chunk)
+
+
+def execute(
+    job: Job,
+    env: Any,
+    *,
+    stop_after_chunks: int | None = None,
+    log: Callable[[str], None] | None = None,
+    stopper: StopRequest | None = None,
+    resume_cmd: str = "",
+) -> Outcome:
+    """Run ``job`` to the end (or to a stop), writing ``job.run_dir``."""
+    import jax
+    import numpy as np
+
+    from jaxrl import stats
+    from jaxrl.checkpoint import Checkpointer
+    from jaxrl.logs import JsonlWriter, LiveProgress, format_count
+    from jaxrl.loop import make_train
+
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    stopper = stopper or StopRequest()
+    config = job.config
+    t_start = time.perf_counter()
+    trainer = make_train(config, env)
+    num_members = len(job.seeds)
+    hparams_host = jax.tree.map(np.asarray, job.hparams)
+    chash = config_digest(job, hparams_host)
+    use_pbt = config.pbt.population > 0
+    resume_cmd = resume_cmd or f"python -m jaxrl.train resume={job.run_dir}"
+    heldout_settings = parse_perturb(config.eval.perturb, env)  # checked before anything compiles
+
+    progress = LiveProgress(trainer.num_updates, trainer.steps_per_update, num_members, enabled=config.progress)
+    keys, init, program, abstract = build(job, trainer, progress if config.progress else None)
+    checkpointer = None
+    metrics_log = JsonlWriter(os.path.join(job.run_dir, "metrics.jsonl"))
+    start_chunk, train_s_before, carry = 0, 0.0, None
+    if job.resuming:  # check the checkpoint before printing or compiling anything
+        checkpointer = Checkpointer(job.run_dir, keep=config.keep)
+        carry, meta = checkpointer.restore(abstract)
+        if meta.get("config_hash") != chash:
+            raise ConfigError("resume", job.run_dir, "checkpoint was written by a different config", "start a new run")
+        start_chunk = int(meta["chunk"])
+        train_s_before = float(meta.get("train_time_s", 0.0))
+    else:
+        os.makedirs(job.run_dir, exist_ok=True)
+        if config.checkpoint:
+            checkpointer = Checkpointer(job.run_dir, keep=config.keep)
+    configs = len(job.labels)
+    what = (
+        f"{num_members} seeds"
+        if configs == 1 and not use_pbt
+        else (f"population {num_members}" if use_pbt else f"{configs} configurations × {num_members // configs} seeds")
+    )
+    log(f"run directory: {job.run_dir}")
+    log(
+        f"{env.name} · {config.algo.name} · {what} × {config.num_envs} envs · "
+        f"{format_count(trainer.total_env_steps)} steps each in {trainer.num_chunks} chunks of {trainer.chunk_updates} updates"
+        f" · {jax.default_backend()} ({jax.device_count()} device)"
+    )
+    if job.resuming:
+        metrics_log.truncate(lambda r: int(r.get("chunk", 0)) < start_chunk)
+        log(f"resuming after chunk {start_chunk}/{trainer.num_chunks}")
+
+    t0 = time.perf_counter()
+    init_c = jax.jit(init).lower(keys, job.hparams).compile() if carry is None else None
+    program_c = jax.jit(program, donate_argnums=0).lower(abstract).compile()
+    compile_s = time.perf_counter() - t0
+    if carry is None:
+        carry = init_c(keys, job.hparams)
+    log(f"compiled in {compile_s:.1f} s")
+
+    progress.update = start_chunk * trainer.chunk_updates
+    failed_at = np.asarray(jax.device_get(carry.states.failed_at))
+    train_s, last_saved = 0.0, start_chunk
+    try:
+        if stopper.signum is not None:
+            return _stop(log, stopper, job, last_saved, trainer.num_chunks, resume_cmd)
+        for chunk in range(start_chunk, trainer.num_chunks):
+            hparams_now = jax.tree.map(np.asarray, jax.device_get(carry.hparams)) if use_pbt else None
+            t_chunk = time.perf_counter()
+            carry, metrics, step = program_c(carry)
+            metrics, step = jax.device_get((metrics, step))
+            dt = time.perf_counter() - t_chunk
+            train_s += dt
+            first = chunk * trainer.chunk_updates
+            update = first + trainer.chunk_updates
+            records = (
+                update_records(metrics.updates, chunk, first, trainer.steps_per_update) if job.record_updates else []
+            )
+            now_failed = np.asarray(jax.device_get(carry.states.failed_at))
+            alive = now_failed == 0
+            eval_returns = np.asarray(metrics.eval.returns, np.float64)  # [M, E]
+            seed_means = np.where(alive, eval_returns.mean(axis=1), np.nan)
+            record = {
+                "type": "eval",
+                "chunk": chunk,
+                "update": update,
+                "env_steps": update * trainer.steps_per_update,
+                "eval_return": seed_means,
+                "eval_return_std": np.where(alive, eval_returns.std(axis=1), np.nan),
+                "eval_length": np.asarray(metrics.eval.lengths).mean(axis=1),
+                "failed_at_update": now_failed,
+                "chunk_time_s": dt,
+                "env_steps_per_s": trainer.chunk_updates * trainer.steps_per_update * num_members / dt,
+            }
+            if not job.record_updates:
+                record.update(chunk_training_stats(metrics.updates))
+            if use_pbt:
+                record["hparams"] = {k: v for k, v in dataclasses.asdict(hparams_now).items()}
+                record["parents"] = np.asarray(step.parents)
+            records.append(record)
+            metrics_log.write(records)
+            new_failures = [(job.seeds[i], i, int(now_failed[i])) for i in np.flatnonzero((failed_at == 0) & ~alive)]
+            failed_at = now_failed
+            for seed, member, bad_update in new_failures:
+                lo = (bad_update - 1) * trainer.steps_per_update + 1
+                hi = bad_update * trainer.steps_per_update
+                who = f"seed {seed}" if configs == 1 else f"seed {seed} of {job.labels[job.config_index[member]]}"
+                where = f"{who}: non-finite loss, gradients or parameters at update {bad_update} (env steps {lo}–{hi} of that seed)"
+                if config.on_nan == "stop":
+                    kept = (
+                        f"the last good checkpoint (after chunk {last_saved}) is kept"
+                        if last_saved
+                        else "no checkpoint was written"
+                    )
+                    log(
+                        f"error: {where}; {kept}; fix: lower algo.lr or algo.max_grad_norm, or pass on_nan=drop to carry on without failed seeds"
+                    )
+                    return Outcome(1, None)
+                progress.message(f"warning: {where}; on_nan=drop: it is marked failed, the others go on")
+            if checkpointer is not None:
+                error = _save(
+                    checkpointer, chunk + 1, carry, chash, update, trainer.steps_per_update, train_s_before + train_s
+                )
+                if error:
+                    kept = (
+                        f"the last good checkpoint (after chunk {last_saved}) is kept"
+                        if last_saved
+                        else "no checkpoint was written"
+                    )
+                    log(
+                        f"error: checkpoint after chunk {chunk + 1} could not be written ({error}); {kept}; fix: free disk space, then {resume_cmd}"
+                    )
+                    return Outcome(1, None)
+                last_saved = chunk + 1
+            live = seed_means[alive]
+            progress.message(
+                f"chunk {chunk + 1}/{trainer.num_chunks} · {format_count(update * trainer.steps_per_update)} steps each"
+                + (
+                    f" · eval IQM {stats.iqm(live):.1f} (min {live.min():.1f}, max {live.max():.1f})"
+                    if live.size
+                    else " · every member failed"
+                )
+                + f" · {format_count(trainer.chunk_updates * trainer.steps_per_update * num_members / dt)} steps/s"
+            )
+            if not alive.any():
+                log(
+                    "error: every member has failed (non-finite values); nothing left to train; fix: lower algo.lr or algo.max_grad_norm"
+                )
+                return Outcome(1, None)
+            last = chunk + 1 == trainer.num_chunks
+            scripted = stop_after_chunks is not None and chunk + 1 - start_chunk >= stop_after_chunks
+            if not last and (stopper.signum is not None or scripted):
+                return _stop(log, stopper, job, last_saved, trainer.num_chunks, resume_cmd)
+    finally:
+        progress.close()
+        if checkpointer is not None:
+            checkpointer.close()
+
+    heldout = None
+    if heldout_settings:
+        heldout = _heldout(trainer, env, carry.states, heldout_settings, log)
+    records = metrics_log.read()
+    summary = summarize(
+        job, trainer, env, records, compile_s, train_s_before + train_s, time.perf_counter() - t_start, heldout
+    )
+    return Outcome(0, summary)
+
+
+def _heldout(trainer, env, states, settings: list[dict[str, float]], log) -> dict[str, Any]:
+    """Evaluate the final policies under the training parameters and each setting."""
+    import jax
+    import numpy as np
+
+    from jaxrl.envs import with_params
+    from jaxrl.loop import make_heldout
+
+    params = [env.default_params] + [with_params(env, **s) for s in settings]
+    stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *params)
+    t0 = time.perf_counter()
+    result = jax.jit(make_heldout(trainer))(states, stacked)
+    returns = np.asarray(jax.device_get(result.returns), np.float64).mean(axis=-1)  # [K, M]
+    log(
+        f"held-out evaluation: {len(settings)} settings × {returns.shape[1]} members in {time.perf_counter() - t0:.1f} s"
+    )
+    return {"settings": [{}] + settings, "returns": returns}
+
+
+# ---------------------------------------------------------------------------
+# Summary
+# ---------------------------------------------------------------------------
+
+
+def _setting_label(setting: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:g}" for k, v in setting.items()) or "training setting"
+
+
+def summarize(job: Job, trainer, env, records, compile_s, train_s, wall_s, heldout) -> dict[str, Any]:
+    """The run's summary: per configuration, the final deterministic returns of
+    its members and their statistics (failed members excluded from the
+    statistics and counted as unsolved)."""
+    import jax
+    import numpy as np
+
+    from jaxrl import stats
+
+    evals = [r for r in records if r["type"] == "eval"]
+    last = evals[-1]
+    final = [None if v is None else float(v) for v in last["eval_return"]]
+    failed_at = last.get("failed_at_update") or [0] * len(job.seeds)
+    solved = env.solved_return
+    configs = []
+    for c, label in enumerate(job.labels):
+        members = [i for i, ci in enumerate(job.config_index) if ci == c]
+        values = [final[i] for i in members]
+        alive = np.asarray([v for v in values if v is not None], np.float64)
+        if alive.size:
+            block = stats.summarize(alive, solved)
+        else:
+            block = {k: None for k in ("mean", "median", "iqm", "ci95", "std", "min", "max", "solved_fraction")}
+        if solved is not None:
+            block["solved_fraction"] = float(np.sum(alive >= solved)) / len(members)
+        hp = {k: float(np.asarray(v)[members[0]]) for k, v in dataclasses.asdict(job.hparams).items()}
+        configs.append(
+            {
+                "label": label,
+                "hparams": hp,
+                "seeds": [job.seeds[i] for i in members],
+                "final_eval_return": values,
+                **block,
+                "failed_seeds": [
+                    {
+                        "seed": job.seeds[i],
+                        "update": int(failed_at[i]),
+                        "env_steps": int(failed_at[i]) * trainer.steps_per_update,
+                    }
+                    for i in members
+                    if failed_at[i]
+                ],
+            }
+        )
+    total = trainer.total_env_steps
+    summary: dict[str, Any] = {
+        "env": env.name,
+        "algo": job.config.algo.name,
+        "total_timesteps": total,
+        "solved_threshold": solved,
+        "eval_episodes": job.config.eval.episodes,
+        "configs": configs,
+        "compile_time_s": compile_s,
+        "train_time_s": train_s,
+        "wall_time_s": wall_s,
+        "env_steps_per_s": total * len(job.seeds) / train_s if train_s > 0 else None,
+        "num_updates": trainer.num_updates,
+        "num_chunks": trainer.num_chunks,
+        "members": len(job.seeds),
+        "run_dir": job.run_dir,
+        "jaxrl_version": version(),
+        "jax_version": jax.__version__,
+        "backend": jax.default_backend(),
+    }
+    if heldout is not None:
+        rows = []
+        for k, setting in enumerate(heldout["settings"]):
+            per_config = []
+            for c, label in enumerate(job.labels):
+                members = [i for i, ci in enumerate(job.config_index) if ci == c and final[i] is not None]
+                values = heldout["returns"][k, members]
+                block = stats.summarize(values, solved) if len(members) else {}
+                per_config.append({"label": label, "returns": values.tolist(), **block})
+            rows.append({"setting": setting, "label": _setting_label(setting), "configs": per_config})
+        summary["heldout"] = rows
+    if job.config.pbt.population:
+        summary["pbt"] = _pbt_summary(evals, final, trainer)
+    return summary
+
+
+def _pbt_summary(evals: list[dict[str, Any]], final: list[float | None], trainer) -> dict[str, Any]:
+    import numpy as np
+
+    from jaxrl.pbt import lineage
+
+    scores = np.asarray([-np.inf if v is None else v for v in final])
+    best = int(np.argmax(scores))
+    parents = [list(map(int, r["parents"])) for r in evals[:-1]]
+    slots = lineage(parents, best)
+    trajectory = []
+    for r, slot in zip(evals, slots, strict=True):
+        trajectory.append(
+            {
+                "chunk": r["chunk"],
+                "env_steps": r["env_steps"],
+                "slot": slot,
+                "eval_return": r["eval_return"][slot],
+                "hparams": {k: v[slot] for k, v in r["hparams"].items()},
+            }
+        )
+    replaced = sum(int(np.sum(np.asarray(p) >= 0)) for p in parents)
+    return {"best_member": best, "best_final_return": final[best], "copies": replaced, "best_trajectory": trajectory}
+
+
+def heldout_table(summary: dict[str, Any]) -> str:
+    """Text table: IQM [95% CI] and mean per held-out setting (and configuration)."""
+    rows = summary.get("heldout") or []
+    if not rows:
+        return ""
+    multi = len(rows[0]["configs"]) > 1
+    lines = ["held-out evaluation (final policies, deterministic):"]
+    header = (
+        f"  {'setting':<28}" + (f" {'configuration':<28}" if multi else "") + f" {'IQM':>9}  {'95% CI':>19} {'mean':>9}"
+    )
+    if summary.get("solved_threshold") is not None:
+        header += "  solved"
+    lines.append(header)
+    for row in rows:
+        for block in row["configs"]:
+            if block.get("iqm") is None:
+                continue
+            lo, hi = block["ci95"]
+            line = f"  {row['label']:<28}" + (f" {block['label']:<28}" if multi else "")
+            line += f" {block['iqm']:>9.2f}  [{lo:>8.2f}, {hi:>8.2f}] {block['mean']:>9.2f}"
+            if block.get("solved_fraction") is not None:
+                line += f"  {block['solved_fraction'] * 100:5.0f}%"
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def plot_run(run_dir: str, records: list[dict[str, Any]], title: str, solved: float | None) -> None:
+    """``curves.png``: deterministic-eval and training returns, IQM ± CI over members."""
+    import numpy as np
+
+    from jaxrl import stats
+
+    evals = [r for r in records if r["type"] == "eval"]
+    updates = [r for r in records if r["type"] == "update"]
+
+    def to_array(rs, key):
+        return np.asarray([[np.nan if v is None else v for v in r[key]] for r in rs], np.float64).T
+
+    panels = [
+        ("deterministic eval return", np.asarray([r["env_steps"] for r in evals]), to_array(evals, "eval_return"))
+    ]
+    source = updates or [r for r in evals if "episode_return" in r]
+    if source:
+        train = to_array(source, "episode_return")  # NaN where no episode ended
+        for row in train:  # carry the last completed-episode return forward
+            last = np.nan
+            for i, v in enumerate(row):
+                last = v if np.isfinite(v) else last
+                row[i] = last
+        panels.append(("training episode return", np.asarray([r["env_steps"] for r in source]), train))
+    stats.plot_curves(os.path.join(run_dir, "curves.png"), panels, title=title, solved_return=solved)
