@@ -1,6 +1,7 @@
 """How often does a CartPole setting solve? Each candidate runs as exactly the
-program the CLI compiles (seeds vmapped, hyperparameters unbatched), over many
-seeds, and reports the seeds whose final deterministic eval is below 475.
+program the CLI compiles (driver.build: members vmapped with their
+hyperparameters), over many seeds, and reports the seeds whose final
+deterministic eval is below 475.
 
     python experiments/robust_cartpole.py --seeds 64 --out experiments/results/robust_cartpole_cli.jsonl \
         "algo.lr=5e-3" "algo.lr=3e-3 algo.ent_coef=0.01"
@@ -18,8 +19,9 @@ import time
 import jax
 import numpy as np
 
+from jaxrl import driver, train
 from jaxrl.config import parse, validate
-from jaxrl.loop import make_batched, make_train, seed_keys
+from jaxrl.loop import make_train
 
 
 def main() -> None:
@@ -33,14 +35,14 @@ def main() -> None:
         overrides = ["env=cartpole", f"seeds={args.seeds}", f"seed={args.seed_offset}", *candidate.split()]
         config = validate(parse(overrides))
         trainer = make_train(config)
-        keys = seed_keys(config)
-        init_b, chunk_b = make_batched(trainer)
+        job = train.job_for(config, "/unused", False)
+        keys, init, program, _ = driver.build(job, trainer)
         t0 = time.perf_counter()
-        states = jax.jit(init_b)(keys, trainer.hparams)
-        chunk = jax.jit(chunk_b, donate_argnums=0)
+        carry = jax.jit(init)(keys, job.hparams)
+        chunk = jax.jit(program, donate_argnums=0)
         curve = []
         for _ in range(trainer.num_chunks):
-            states, metrics = chunk(states, trainer.hparams)
+            carry, metrics, _ = chunk(carry)
             curve.append(np.asarray(metrics.eval.returns).mean(-1))
         seconds = time.perf_counter() - t0
         final = curve[-1]

@@ -266,14 +266,28 @@ def _all_keys(algo: str) -> list[str]:
 _FLOAT_INT = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$|^[+-]?\d+\.0*$")
 
 
-def _normalize_override(item: str, int_keys: set[str]) -> str:
-    """Accept ``total_timesteps=2e5`` for integer fields (exact integers only)."""
+def _str_keys() -> set[str]:
+    return {k for k, f in schema().items() if f.type in ("str", str, "str | None")}
+
+
+def _normalize_override(item: str, int_keys: set[str], str_keys: set[str] | None = None) -> str:
+    """Accept ``total_timesteps=2e5`` for integer fields (exact integers only)
+    and any text for string fields (quoted for hydra's grammar, so
+    ``eval.perturb=length=0.5,1 gravity=9.8`` needs no extra quoting)."""
     key, sep, value = item.partition("=")
     if sep and key in int_keys and _FLOAT_INT.match(value.strip()):
         number = float(value)
         if number.is_integer():
             return f"{key}={int(number)}"
+    if sep and str_keys and key in str_keys and value[:1] not in ("'", '"') and any(c in value for c in "= \t"):
+        return f"{key}='" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return item
+
+
+def normalize_overrides(items: list[str]) -> list[str]:
+    """The override rewriting :func:`parse` applies (for other hydra parsers)."""
+    int_keys, str_keys = _int_keys(), _str_keys()
+    return [_normalize_override(o, int_keys, str_keys) for o in items]
 
 
 def _split_override(item: str) -> tuple[str, str]:
@@ -407,10 +421,9 @@ def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
     overrides = [str(o) for o in overrides]
     for item in overrides:
         _check_override_syntax(item)
-    int_keys = _int_keys()
-    overrides = [_normalize_override(o, int_keys) for o in overrides]
-
     values = dict(_split_override(o) for o in overrides)
+    original = overrides
+    overrides = normalize_overrides(overrides)
     algo = values.get("algo", "ppo")
     env = values.get("env", Config.env)
     preset: dict[str, Any] = {}
@@ -425,7 +438,7 @@ def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
         composed = _hydra_compose(preset_overrides + overrides)
         config = OmegaConf.to_object(composed)
     except Exception as error:  # hydra/omegaconf raise many types
-        raise _explain_hydra_error(error, overrides) from None
+        raise _explain_hydra_error(error, original) from None
     return _freeze(config)
 
 

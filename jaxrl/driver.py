@@ -589,11 +589,11 @@ def summarize(job: Job, trainer, env, records, compile_s, train_s, wall_s, heldo
             rows.append({"setting": setting, "label": _setting_label(setting), "configs": per_config})
         summary["heldout"] = rows
     if job.config.pbt.population:
-        summary["pbt"] = _pbt_summary(evals, final, trainer)
+        summary["pbt"] = _pbt_summary(evals, final, job.config.pbt.hparams)
     return summary
 
 
-def _pbt_summary(evals: list[dict[str, Any]], final: list[float | None], trainer) -> dict[str, Any]:
+def _pbt_summary(evals: list[dict[str, Any]], final: list[float | None], evolved: tuple[str, ...]) -> dict[str, Any]:
     import numpy as np
 
     from jaxrl.pbt import lineage
@@ -610,7 +610,7 @@ def _pbt_summary(evals: list[dict[str, Any]], final: list[float | None], trainer
                 "env_steps": r["env_steps"],
                 "slot": slot,
                 "eval_return": r["eval_return"][slot],
-                "hparams": {k: v[slot] for k, v in r["hparams"].items()},
+                "hparams": {k: r["hparams"][k][slot] for k in evolved},
             }
         )
     replaced = sum(int(np.sum(np.asarray(p) >= 0)) for p in parents)

@@ -13,7 +13,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["iqm", "bootstrap_ci", "summarize", "robustness_table", "plot_curves"]
+__all__ = [
+    "iqm",
+    "bootstrap_ci",
+    "stratified_bootstrap_ci",
+    "optimality_gap",
+    "probability_of_improvement",
+    "performance_profile",
+    "summarize",
+    "robustness_table",
+    "plot_curves",
+]
 
 
 def iqm(x: Sequence[float] | np.ndarray) -> float:
@@ -53,6 +63,65 @@ def bootstrap_ci(
         rng=np.random.default_rng(seed),
     )
     return (float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+def stratified_bootstrap_ci(
+    strata: Sequence[Sequence[float]],
+    statistic: Any = iqm,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile CI of ``statistic`` over the pooled scores, resampling runs
+    with replacement *within* each stratum (task) so every task keeps its
+    number of runs (Agarwal et al., 2021). One stratum is the plain bootstrap."""
+    strata = [np.asarray(s, np.float64).ravel() for s in strata if len(s)]
+    if not strata:
+        return (math.nan, math.nan)
+    pooled = np.concatenate(strata)
+    if pooled.size == 1 or np.all(pooled == pooled[0]):
+        value = float(statistic(pooled))
+        return (value, value)
+    rng = np.random.default_rng(seed)
+    resampled = np.concatenate([s[rng.integers(0, s.size, size=(n_resamples, s.size))] for s in strata], axis=1)
+    values = np.apply_along_axis(statistic, 1, resampled)
+    alpha = (1.0 - confidence) / 2.0
+    return (float(np.quantile(values, alpha)), float(np.quantile(values, 1.0 - alpha)))
+
+
+def optimality_gap(x: Sequence[float] | np.ndarray, target: float) -> float:
+    """Mean shortfall below ``target``: ``E[max(target − x, 0)]`` (lower is better)."""
+    x = np.asarray(x, np.float64).ravel()
+    return float(np.mean(np.maximum(target - x, 0.0)))
+
+
+def probability_of_improvement(x: Sequence[float], y: Sequence[float]) -> float:
+    """``P(X > Y)`` for a random run of each (ties count ½): the Mann-Whitney
+    U statistic normalized to [0, 1]."""
+    x = np.asarray(x, np.float64).ravel()[:, None]
+    y = np.asarray(y, np.float64).ravel()[None, :]
+    return float(np.mean((x > y) + 0.5 * (x == y)))
+
+
+def probability_of_improvement_ci(
+    x: Sequence[float], y: Sequence[float], confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile-bootstrap CI of :func:`probability_of_improvement`, resampling
+    the runs of ``x`` and ``y`` independently."""
+    x = np.asarray(x, np.float64).ravel()
+    y = np.asarray(y, np.float64).ravel()
+    rng = np.random.default_rng(seed)
+    xs = x[rng.integers(0, x.size, size=(n_resamples, x.size))][:, :, None]
+    ys = y[rng.integers(0, y.size, size=(n_resamples, y.size))][:, None, :]
+    values = np.mean((xs > ys) + 0.5 * (xs == ys), axis=(1, 2))
+    alpha = (1.0 - confidence) / 2.0
+    return (float(np.quantile(values, alpha)), float(np.quantile(values, 1.0 - alpha)))
+
+
+def performance_profile(x: Sequence[float], taus: np.ndarray) -> np.ndarray:
+    """Fraction of runs scoring above each threshold ``τ``."""
+    x = np.asarray(x, np.float64).ravel()
+    return np.mean(x[None, :] > np.asarray(taus)[:, None], axis=1)
 
 
 def summarize(returns: Sequence[float] | np.ndarray, solved_return: float | None = None) -> dict[str, Any]:
