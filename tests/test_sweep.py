@@ -258,3 +258,20 @@ def test_report_compares_runs_and_rejects_bad_dirs(tmp_path, capsys):
     assert len(data["rows"]) == 2 and len(data["probability_of_improvement"]) == 1
     assert report.main([str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_sweep_resume_equals_uninterrupted(tmp_path):
+    args = [*BASE, "seeds=2", "algo.lr=1e-3,3e-3", "num_envs=4,8", "num_evals=3", "total_timesteps=3072"]
+    full, parted = tmp_path / "full", tmp_path / "parted"
+    assert sweep.run([*args, f"run_dir={full}"]) == 0
+    assert sweep.run([*args, f"run_dir={parted}"], stop_after_chunks=1) == 0  # group 0 stops after chunk 1
+    assert not (parted / "report.md").exists()
+    assert sweep.main([f"resume={parted}"]) == 0
+    for group in ("group-0", "group-1"):
+        mine = [{k: v for k, v in r.items() if k not in ("chunk_time_s", "env_steps_per_s")} for r in evals(parted / group)]
+        theirs = [{k: v for k, v in r.items() if k not in ("chunk_time_s", "env_steps_per_s")} for r in evals(full / group)]
+        assert mine == theirs
+    rows = [json.loads((d / "report.json").read_text())["rows"] for d in (parted, full)]
+    for r in rows[0] + rows[1]:
+        r.pop("source")  # the run directory itself
+    assert rows[0] == rows[1]
