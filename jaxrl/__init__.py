@@ -20,6 +20,14 @@ from jaxrl.advantages import gae, gae_reference  # noqa: E402
 from jaxrl.config import Config, ConfigError, PPOConfig  # noqa: E402
 from jaxrl.loop import make_train  # noqa: E402
 
+
+def load_policy(run_dir, seed=None, deterministic=True, config=None):
+    """``act(obs, key) -> action`` of one trained seed; see :func:`jaxrl.policy.load_policy`."""
+    from jaxrl.policy import load_policy as _load
+
+    return _load(run_dir, seed=seed, deterministic=deterministic, config=config)
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -29,6 +37,7 @@ __all__ = [
     "envs",
     "gae",
     "gae_reference",
+    "load_policy",
     "make_train",
     "ppo",
     "__version__",

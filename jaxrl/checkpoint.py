@@ -22,7 +22,7 @@ FORMAT_VERSION = 1
 
 def config_hash(config_dict: dict[str, Any]) -> str:
     """Stable hash of everything that shapes the compiled program and its numbers."""
-    ignored = {"run_dir", "runs_root", "resume", "progress", "plots", "keep", "checkpoint"}
+    ignored = {"run_dir", "runs_root", "resume", "progress", "plots", "keep", "checkpoint", "logger", "wandb_project"}
     relevant = {k: v for k, v in config_dict.items() if k not in ignored}
     text = json.dumps(relevant, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -75,7 +75,9 @@ class Checkpointer:
     def latest(self) -> int | None:
         return self.manager.latest_step()
 
-    def restore(self, abstract_state: Any, chunk: int | None = None) -> tuple[Any, dict[str, Any]]:
+    def restore(
+        self, abstract_state: Any, chunk: int | None = None, field: str = "resume"
+    ) -> tuple[Any, dict[str, Any]]:
         """Restore into the structure of ``abstract_state`` (``jax.eval_shape`` of init)."""
         import jax
 
@@ -85,7 +87,7 @@ class Checkpointer:
         step = self.latest() if chunk is None else chunk
         if step is None:
             raise ConfigError(
-                "resume",
+                field,
                 os.path.dirname(self.directory),
                 "holds no complete checkpoint",
                 "start a new run without resume=",
@@ -97,7 +99,7 @@ class Checkpointer:
             meta = None
         if not isinstance(meta, dict):
             raise ConfigError(
-                "resume",
+                field,
                 run_dir,
                 f"checkpoint {step} has no readable metadata",
                 "start a new run, or resume a run directory with an intact checkpoint",
@@ -106,7 +108,7 @@ class Checkpointer:
             __version__
         ):
             raise ConfigError(
-                "resume",
+                field,
                 run_dir,
                 f"checkpoint was written by jaxrl {meta.get('jaxrl_version', '?')} (format {meta.get('format_version', '?')}), "
                 f"this is jaxrl {__version__} (format {FORMAT_VERSION})",
@@ -121,7 +123,7 @@ class Checkpointer:
         except Exception as error:  # orbax/tensorstore raise many types for damaged files
             reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
             raise ConfigError(
-                "resume",
+                field,
                 run_dir,
                 f"checkpoint {step} is unreadable or does not match this config ({reason})",
                 "start a new run, or resume a run directory with an intact checkpoint",

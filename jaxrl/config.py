@@ -174,6 +174,8 @@ class Config:
     progress: bool = True  # live progress from inside the compiled program
     plots: bool = True
     on_nan: str = "stop"  # stop: end the run at a non-finite update | drop: mark that seed failed, go on
+    logger: str = "jsonl"  # jsonl | tensorboard | wandb | tensorboard+wandb (JSON lines are always written)
+    wandb_project: str = "jaxrl"
     deterministic: bool = False  # ask XLA for deterministic GPU kernels (CPU is deterministic anyway)
 
     @property
@@ -539,6 +541,7 @@ def validate(config: Config) -> Config:
     _positive_int("num_evals", config.num_evals, 20)
     _positive_int("eval.episodes", config.eval.episodes, 16)
     _positive_int("keep", config.keep, 2)
+    _validate_logger(config.logger)
     if config.on_nan not in ("stop", "drop"):
         raise ConfigError("on_nan", config.on_nan, "must be stop or drop", "pass on_nan=stop")
     if config.eval.max_steps < 0:
@@ -609,6 +612,20 @@ def _validate_ppo(config: Config, algo: PPOConfig) -> None:
         if not 0 < float(algo.min_lr) <= float(algo.max_lr):
             raise ConfigError(
                 "algo.min_lr", algo.min_lr, f"must satisfy 0 < min_lr ≤ max_lr={algo.max_lr}", "pass algo.min_lr=1e-6"
+            )
+
+
+def _validate_logger(logger: str) -> None:
+    import importlib.util
+
+    choices = ("jsonl", "tensorboard", "wandb", "tensorboard+wandb")
+    if logger not in choices:
+        raise ConfigError("logger", logger, f"must be one of {', '.join(choices)}", "pass logger=tensorboard")
+    needs = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
+    for name, (module, extra) in needs.items():
+        if name in logger and importlib.util.find_spec(module) is None:
+            raise ConfigError(
+                "logger", logger, f"needs the {module} package, which is not installed", f"pip install 'jaxrl[{extra}]'"
             )
 
 

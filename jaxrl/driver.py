@@ -297,14 +297,14 @@ def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, 
     return keys, init, program, jax.eval_shape(init, keys, job.hparams)
 
 
-def load_carry(job: Job, env: Any, chunk: int | None = None) -> tuple[Any, dict[str, Any]]:
+def load_carry(job: Job, env: Any, chunk: int | None = None, field: str = "resume") -> tuple[Any, dict[str, Any]]:
     """The checkpointed :class:`Carry` of ``job.run_dir`` (latest or ``chunk``)."""
     from jaxrl.checkpoint import Checkpointer
     from jaxrl.loop import make_train
 
     trainer = make_train(job.config, env)
     _, _, _, abstract = build(job, trainer)
-    return Checkpointer(job.run_dir, keep=job.config.keep).restore(abstract, chunk)
+    return Checkpointer(job.run_dir, keep=job.config.keep).restore(abstract, chunk, field=field)
 
 
 def execute(
@@ -381,6 +381,17 @@ def execute(
     failed_at = np.asarray(jax.device_get(carry.states.failed_at))
     train_s, last_saved = 0.0, start_chunk
     try:
+        writers = _writers(job, start_chunk * trainer.chunk_updates * trainer.steps_per_update)
+    except Exception as error:  # a dashboard that cannot start is a setup problem
+        if job.created:
+            import shutil
+
+            shutil.rmtree(job.run_dir, ignore_errors=True)
+        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        raise ConfigError(
+            "logger", config.logger, f"could not start ({reason})", "check the logger's setup, or pass logger=jsonl"
+        ) from None
+    try:
         if stopper.signum is not None:
             return _stop(log, stopper, job, last_saved, trainer.num_chunks, resume_cmd)
         for chunk in range(start_chunk, trainer.num_chunks):
@@ -418,6 +429,8 @@ def execute(
                 record["parents"] = np.asarray(step.parents)
             records.append(record)
             metrics_log.write(records)
+            for writer in writers:
+                writer.write(records)
             new_failures = [(job.seeds[i], i, int(now_failed[i])) for i in np.flatnonzero((failed_at == 0) & ~alive)]
             failed_at = now_failed
             for seed, member, bad_update in new_failures:
@@ -470,19 +483,46 @@ def execute(
             scripted = stop_after_chunks is not None and chunk + 1 - start_chunk >= stop_after_chunks
             if not last and (stopper.signum is not None or scripted):
                 return _stop(log, stopper, job, last_saved, trainer.num_chunks, resume_cmd)
+        heldout = None
+        if heldout_settings:
+            heldout = _heldout(trainer, env, carry.states, heldout_settings, log)
+        records = metrics_log.read()
+        summary = summarize(
+            job, trainer, env, records, compile_s, train_s_before + train_s, time.perf_counter() - t_start, heldout
+        )
+        block = summary["configs"][0]
+        for writer in writers:
+            writer.finish(_flat_config(job), {k: block.get(k) for k in ("iqm", "mean", "solved_fraction")})
+        return Outcome(0, summary)
     finally:
         progress.close()
+        for writer in writers:
+            writer.close()
         if checkpointer is not None:
             checkpointer.close()
 
-    heldout = None
-    if heldout_settings:
-        heldout = _heldout(trainer, env, carry.states, heldout_settings, log)
-    records = metrics_log.read()
-    summary = summarize(
-        job, trainer, env, records, compile_s, train_s_before + train_s, time.perf_counter() - t_start, heldout
+
+def _flat_config(job: Job) -> dict[str, Any]:
+    from jaxrl.logs import flat
+
+    return flat(to_dict(dataclasses.replace(job.config, run_dir=None, resume=None)))
+
+
+def _writers(job: Job, start_env_steps: int) -> list[Any]:
+    """TensorBoard / W&B writers (``logger=``); one curve per member."""
+    from jaxrl.logs import make_writers
+
+    if job.config.logger == "jsonl":
+        return []
+    multi = len(job.labels) > 1
+    members = [
+        (f"{job.labels[c].replace(' ', ',')}/seed_{s}" if multi else f"seed_{s}")
+        for s, c in zip(job.seeds, job.config_index, strict=True)
+    ]
+    config = to_dict(dataclasses.replace(job.config, run_dir=job.run_dir, resume=None))
+    return make_writers(
+        job.config.logger, job.run_dir, members, config, job.config.wandb_project, start_env_steps or None
     )
-    return Outcome(0, summary)
 
 
 def _heldout(trainer, env, states, settings: list[dict[str, float]], log) -> dict[str, Any]:

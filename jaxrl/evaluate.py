@@ -86,3 +86,157 @@ def make_evaluate(
         return EvalMetrics(final.returns, final.lengths)
 
     return evaluate
+
+
+# ---------------------------------------------------------------------------
+# python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true]
+# ---------------------------------------------------------------------------
+
+USAGE = """usage: python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true] [max_steps=N]
+
+  Evaluates the run's latest checkpoint: every selected seed × N episodes in one
+  compiled program. With the defaults (episodes = the run's eval.episodes,
+  deterministic=true) it replays the run's final evaluation exactly.
+"""
+
+
+def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
+    from jaxrl.config import ConfigError
+
+    known = {"episodes": None, "seed": "all", "deterministic": "true", "render": "false", "max_steps": None}
+    run_dir = None
+    options: dict[str, Any] = dict(known)
+    for a in argv:
+        key, sep, value = a.partition("=")
+        if not sep:
+            if run_dir is not None:
+                raise ConfigError("run_dir", a, "only one run directory is evaluated at a time", "pass one RUN_DIR")
+            run_dir = a
+        elif key in known:
+            options[key] = value
+        else:
+            raise ConfigError(
+                key, value, "unknown option", "use episodes=, seed=, deterministic=, render= or max_steps="
+            )
+    if run_dir is None:
+        raise ConfigError("run_dir", "(none)", "a run directory is needed", "pass RUN_DIR")
+    for key in ("deterministic", "render"):
+        if options[key] not in ("true", "false"):
+            raise ConfigError(key, options[key], "must be true or false", f"pass {key}=true")
+    for key in ("episodes", "max_steps"):
+        if options[key] is not None:
+            try:
+                value = int(options[key])
+            except ValueError:
+                value = -1
+            if value <= 0:
+                raise ConfigError(key, options[key], "must be a positive integer", f"pass e.g. {key}=100")
+            options[key] = value
+    if options["seed"] != "all":
+        try:
+            options["seed"] = int(options["seed"])
+        except ValueError:
+            raise ConfigError("seed", options["seed"], "must be all or a seed id", "pass seed=all or seed=0") from None
+    return run_dir, options
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+    import sys
+    import time
+
+    from jaxrl.config import ConfigError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or any(a in ("-h", "--help") for a in argv):
+        print(USAGE)
+        return 0 if argv else 2
+    try:
+        run_dir, options = _options(argv)
+        from jaxrl.policy import open_run
+
+        run = open_run(run_dir)
+        members = list(range(len(run.job.seeds))) if options["seed"] == "all" else [run.member_index(options["seed"])]
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    import numpy as np
+
+    from jaxrl import stats
+    from jaxrl.driver import write_json
+
+    config, env = run.config, run.env
+    episodes = options["episodes"] or config.eval.episodes
+    max_steps = options["max_steps"] or config.eval.max_steps or env.max_episode_steps or 1000
+    deterministic = options["deterministic"] == "true"
+    agent = run.trainer.agent
+    evaluate = make_evaluate(env, agent.act if deterministic else agent.sample, episodes, max_steps)
+    index = np.asarray(members)
+    states = jax.tree.map(lambda x: x[index], run.carry.states.agent)
+    # the key of the run's last evaluation: with the defaults, the same episodes
+    keys = jax.vmap(jax.random.wrap_key_data)(jnp.asarray(np.asarray(run.carry.states.last_eval_key)[index]))
+    t0 = time.perf_counter()
+    result = jax.jit(jax.vmap(evaluate))(states, keys)
+    returns = np.asarray(jax.device_get(result.returns), np.float64)  # [M, E]
+    seconds = time.perf_counter() - t0
+    seeds = [run.job.seeds[i] for i in members]
+    labels = [run.job.labels[run.job.config_index[i]] for i in members]
+    multi = len(set(run.job.labels)) > 1
+    solved = env.solved_return
+    lines = [
+        f"{env.name} · {config.algo.name} · {'deterministic' if deterministic else 'sampled'} policy · {episodes} episodes per seed · {seconds:.1f} s"
+    ]
+    lines.append(
+        f"{'seed':>6} "
+        + (f"{'configuration':<28} " if multi else "")
+        + f"{'mean':>10}  {'95% CI (bootstrap)':>22} {'min':>9} {'max':>9}"
+    )
+    per_seed = []
+    for s, label, row in zip(seeds, labels, returns, strict=True):
+        lo, hi = stats.bootstrap_ci(row, np.mean, n_resamples=1000)
+        per_seed.append(
+            {"seed": s, "config": label, "returns": row.tolist(), "mean": float(row.mean()), "ci95": [lo, hi]}
+        )
+        lines.append(
+            f"{s:>6} "
+            + (f"{label:<28} " if multi else "")
+            + f"{row.mean():>10.2f}  [{lo:>9.2f}, {hi:>9.2f}] {row.min():>9.2f} {row.max():>9.2f}"
+        )
+    means = returns.mean(axis=1)
+    summary = stats.summarize(means, solved)
+    lo, hi = summary["ci95"]
+    lines.append(
+        f"across {len(members)} seeds: IQM {summary['iqm']:.2f} [{lo:.2f}, {hi:.2f}], mean {summary['mean']:.2f}"
+        + (f", solved {summary['solved_fraction'] * 100:.0f}%" if solved is not None else "")
+    )
+    print("\n".join(lines), flush=True)
+    out = {
+        "run_dir": run.run_dir,
+        "episodes": episodes,
+        "deterministic": deterministic,
+        "max_steps": max_steps,
+        "seeds": per_seed,
+        **summary,
+    }
+    if options["render"] == "true":
+        from jaxrl.render import episode_observations, save_gif
+
+        member = members[0]
+        obs, rewards = episode_observations(
+            env, agent.act if deterministic else agent.sample, run.agent_state(member), keys[0], max_steps
+        )
+        path = os.path.join(run.run_dir, f"episode-seed{run.job.seeds[member]}.gif")
+        frames = save_gif(path, env.name, obs, rewards)
+        out["render"] = {"path": path, "frames": frames, "return": float(rewards.sum())}
+        print(
+            f"episode of seed {run.job.seeds[member]}: {frames} frames, return {rewards.sum():.1f} → {path}", flush=True
+        )
+    write_json(os.path.join(run.run_dir, "evaluation.json"), out)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from typing import Any, TextIO
 
 import numpy as np
@@ -194,3 +195,141 @@ class JsonlWriter:
             for record in records:
                 f.write(json.dumps(record, allow_nan=False) + "\n")
         os.replace(tmp, self.path)
+
+
+# ---------------------------------------------------------------------------
+# Dashboards: TensorBoard and Weights & Biases (optional extras)
+# ---------------------------------------------------------------------------
+
+LOGGERS = ("jsonl", "tensorboard", "wandb", "tensorboard+wandb")
+_TRAIN_SCALARS = (
+    "episode_return",
+    "episode_length",
+    "loss",
+    "entropy",
+    "approx_kl",
+    "clip_frac",
+    "explained_variance",
+    "lr",
+)
+
+
+def _iqm(values: list[float]) -> float | None:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return None
+    from jaxrl.stats import iqm
+
+    return iqm(finite)
+
+
+def scalars(record: dict[str, Any], members: list[str]) -> dict[str, float]:
+    """Dashboard scalars of one metrics record: one curve per member plus the
+    across-member IQM (non-finite values are left out)."""
+    out: dict[str, float] = {}
+    prefix = "train" if record["type"] == "update" else "eval"
+    names = _TRAIN_SCALARS if record["type"] == "update" else ("eval_return", "episode_return", "eval_length")
+    for name in names:
+        values = record.get(name)
+        if values is None:
+            continue
+        values = [None if v is None else float(v) for v in np.asarray(values, dtype=object).tolist()]
+        tag = name.removeprefix("eval_") if prefix == "eval" and name.startswith("eval_") else name
+        if prefix == "eval" and name == "episode_return":
+            tag, group = "episode_return", "train"
+        else:
+            group = prefix
+        for member, v in zip(members, values, strict=True):
+            if v is not None and math.isfinite(v):
+                out[f"{group}/{tag}/{member}"] = v
+        if name in ("episode_return", "eval_return"):
+            value = _iqm(values)
+            if value is not None:
+                out[f"{group}/{tag}_iqm"] = value
+    return out
+
+
+class TensorBoardWriter:
+    """``<run_dir>/tensorboard``: one scalar curve per member and tag, IQM curves,
+    the config as text (tensorboardX)."""
+
+    def __init__(self, run_dir: str, members: list[str], config_text: str, purge_step: int | None = None):
+        from tensorboardX import SummaryWriter
+
+        self.members = members
+        self.writer = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=purge_step)
+        if not purge_step:
+            self.writer.add_text("config", "```\n" + config_text + "\n```", 0)
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            for tag, value in scalars(record, self.members).items():
+                self.writer.add_scalar(tag, value, record["env_steps"])
+        self.writer.flush()
+
+    def finish(self, hparams: dict[str, Any], results: dict[str, float]) -> None:
+        clean = {k: v for k, v in hparams.items() if isinstance(v, (int, float, str, bool))}
+        self.writer.add_hparams(clean, {f"final/{k}": v for k, v in results.items() if v is not None}, name="hparams")
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbWriter:
+    """Weights & Biases run in ``<run_dir>/wandb`` (``WANDB_MODE=offline`` needs
+    no network); resumes the same W&B run after ``resume=``."""
+
+    def __init__(self, run_dir: str, members: list[str], config: dict[str, Any], project: str):
+        import wandb
+
+        id_path = os.path.join(run_dir, "wandb_id.txt")
+        run_id = open(id_path).read().strip() if os.path.exists(id_path) else uuid.uuid4().hex[:12]
+        with open(id_path, "w") as f:
+            f.write(run_id)
+        self.members = members
+        self.run = wandb.init(
+            project=project,
+            name=os.path.basename(os.path.normpath(run_dir)),
+            id=run_id,
+            resume="allow",
+            dir=run_dir,
+            config=config,
+            reinit=True,
+        )
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            values = scalars(record, self.members)
+            if values:
+                self.run.log(values, step=int(record["env_steps"]))
+
+    def finish(self, hparams: dict[str, Any], results: dict[str, float]) -> None:
+        self.run.summary.update({f"final/{k}": v for k, v in results.items() if v is not None})
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+def make_writers(
+    logger: str, run_dir: str, members: list[str], config: dict[str, Any], project: str, purge_step: int | None
+) -> list[Any]:
+    """The dashboard writers ``logger`` asks for (JSON lines are always written)."""
+    import yaml
+
+    writers: list[Any] = []
+    if "tensorboard" in logger:
+        writers.append(TensorBoardWriter(run_dir, members, yaml.safe_dump(config, sort_keys=False), purge_step))
+    if "wandb" in logger:
+        writers.append(WandbWriter(run_dir, members, config, project))
+    return writers
+
+
+def flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algo": {"lr": 1}} → {"algo.lr": 1}``."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        if isinstance(v, dict):
+            out.update(flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v if not isinstance(v, (list, tuple)) else str(list(v))
+    return out

@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+if TYPE_CHECKING:
+    from jaxrl.evaluate import EvalMetrics
+
 from jaxrl import envs as envs_lib
 from jaxrl import ppo
 from jaxrl.config import Config, PPOConfig, seed_ids
-from jaxrl.evaluate import EvalMetrics, make_evaluate
 
 __all__ = [
     "TrainState",
@@ -50,6 +52,7 @@ class TrainState:
     eval_key: jax.Array  # typed PRNG key []: evaluation stream, separate from training's
     update: jax.Array  # int32 [] updates done
     failed_at: jax.Array  # int32 [] first update (1-based) with non-finite loss/grads/params; 0 = healthy
+    last_eval_key: jax.Array  # uint32 [2] data of the key the latest evaluation used (to replay it)
 
 
 class ChunkMetrics(NamedTuple):
@@ -136,6 +139,7 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
             eval_key=key_eval,
             update=jnp.zeros((), jnp.int32),
             failed_at=jnp.zeros((), jnp.int32),
+            last_eval_key=jax.random.key_data(jax.random.key(0)),
         )
 
     def update(state: TrainState, hp: Any) -> tuple[TrainState, Any]:
@@ -153,13 +157,16 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
         failed_at = jnp.where(jnp.logical_and(healthy, ~metrics.finite), state.update + 1, state.failed_at)
         return state.replace(agent=agent_state, update=state.update + 1, failed_at=failed_at), metrics
 
+    from jaxrl.evaluate import make_evaluate  # (lazy: keeps `python -m jaxrl.evaluate` clean)
+
     run_eval = make_evaluate(env, agent.act, config.eval.episodes, eval_steps, env_params)
 
     def evaluate(state: TrainState, params: Any = None) -> tuple[TrainState, EvalMetrics]:
         """``eval.episodes`` deterministic episodes on fresh env copies (own PRNG
         stream), under ``params`` (default: the training env's parameters)."""
         eval_key, key = jax.random.split(state.eval_key)
-        return state.replace(eval_key=eval_key), run_eval(state.agent, key, params)
+        state = state.replace(eval_key=eval_key, last_eval_key=jax.random.key_data(key))
+        return state, run_eval(state.agent, key, params)
 
     def train_chunk(state: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
         state, metrics = jax.lax.scan(lambda s, _: update(s, hp), state, None, length=chunk_updates)

@@ -432,6 +432,7 @@ class Agent(NamedTuple):
     init: Any  # (key, hp) -> PPOState
     update: Any  # (state, hp, update_idx) -> (state, UpdateMetrics)
     act: Any  # (state, obs [..., *obs], key) -> deterministic env action
+    sample: Any  # (state, obs [..., *obs], key) -> env action sampled from the policy
     network: ActorCritic
     steps_per_update: int  # env steps per update and seed
 
@@ -519,4 +520,9 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
         dist = distribution(network, state.params, policy_out)
         return _env_action(dist.mode(), env)
 
-    return Agent(init, update, act, network, num_envs * algo.num_steps)
+    def sample(state: PPOState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        policy_out, _ = network.apply(state.params, _prepare_obs(state, obs, algo))
+        dist = distribution(network, state.params, policy_out)
+        return _env_action(dist.sample(key), env)
+
+    return Agent(init, update, act, sample, network, num_envs * algo.num_steps)

@@ -27,7 +27,7 @@ from jaxrl.config import Config, ConfigError, parse, seed_ids, to_dict, validate
 __all__ = ["main", "run", "resolve"]
 
 # Overrides that may accompany resume= (they do not change the numbers).
-RESUME_OK = {"progress", "plots", "keep", "checkpoint", "resume"}
+RESUME_OK = {"progress", "plots", "keep", "checkpoint", "resume", "logger", "wandb_project"}
 
 USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value ...]
 
@@ -47,7 +47,8 @@ Per-env presets apply first; your overrides win. Defaults: see jaxrl/config.py.
 """
 
 
-def _load_run_config(run_dir: str) -> Config:
+def _load_run_config(run_dir: str, field: str = "resume") -> Config:
+    """The Config stored in ``run_dir/config.yaml`` (ConfigError naming ``field``)."""
     import yaml
 
     from jaxrl.config import from_dict
@@ -55,11 +56,11 @@ def _load_run_config(run_dir: str) -> Config:
     path = os.path.join(run_dir, "config.yaml")
     if not os.path.isdir(run_dir):
         raise ConfigError(
-            "resume", run_dir, "directory does not exist", "pass the run directory printed at the start of a run"
+            field, run_dir, "directory does not exist", "pass the run directory printed at the start of a run"
         )
     if not os.path.isfile(path):
         raise ConfigError(
-            "resume",
+            field,
             run_dir,
             "is not a run directory (no config.yaml)",
             "pass the run directory printed at the start of a run",
@@ -71,10 +72,10 @@ def _load_run_config(run_dir: str) -> Config:
             raise ValueError("not a mapping")
         config = from_dict(data)
     except ConfigError as error:
-        raise ConfigError("resume", run_dir, f"config.yaml is invalid ({error})", "start a new run") from None
+        raise ConfigError(field, run_dir, f"config.yaml is invalid ({error})", "start a new run") from None
     except Exception as error:
         raise ConfigError(
-            "resume", run_dir, f"config.yaml is corrupt ({type(error).__name__})", "start a new run"
+            field, run_dir, f"config.yaml is corrupt ({type(error).__name__})", "start a new run"
         ) from None
     return config
 

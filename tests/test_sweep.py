@@ -268,8 +268,12 @@ def test_sweep_resume_equals_uninterrupted(tmp_path):
     assert not (parted / "report.md").exists()
     assert sweep.main([f"resume={parted}"]) == 0
     for group in ("group-0", "group-1"):
-        mine = [{k: v for k, v in r.items() if k not in ("chunk_time_s", "env_steps_per_s")} for r in evals(parted / group)]
-        theirs = [{k: v for k, v in r.items() if k not in ("chunk_time_s", "env_steps_per_s")} for r in evals(full / group)]
+        mine = [
+            {k: v for k, v in r.items() if k not in ("chunk_time_s", "env_steps_per_s")} for r in evals(parted / group)
+        ]
+        theirs = [
+            {k: v for k, v in r.items() if k not in ("chunk_time_s", "env_steps_per_s")} for r in evals(full / group)
+        ]
         assert mine == theirs
     rows = [json.loads((d / "report.json").read_text())["rows"] for d in (parted, full)]
     for r in rows[0] + rows[1]:

@@ -1,0 +1,120 @@
+"""Trained policies out of a run directory.
+
+>>> act = jaxrl.load_policy("runs/CartPole-v1-ppo-…", seed=3)
+>>> action = jax.jit(act)(obs, jax.random.key(0))     # obs [..., *obs_shape]
+
+The returned ``act(obs, key) -> action`` is pure (the member's parameters and
+observation-normalizer statistics are closed over as constants), accepts any
+leading batch shape and includes observation normalization and the clipping
+of continuous actions to the env's bounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jaxrl.config import Config, ConfigError
+
+__all__ = ["Run", "open_run", "load_policy"]
+
+
+@dataclass
+class Run:
+    """A finished or stopped run (or sweep group), loaded from disk."""
+
+    run_dir: str
+    config: Config
+    env: Any
+    job: Any  # driver.Job
+    carry: Any  # driver.Carry from the latest checkpoint
+    meta: dict[str, Any]
+    trainer: Any
+
+    def member_index(self, seed: int, config_label: str | None = None) -> int:
+        """Index of the member with seed id ``seed`` (and ``config_label`` in sweeps)."""
+        candidates = [
+            i
+            for i, (s, c) in enumerate(zip(self.job.seeds, self.job.config_index, strict=True))
+            if s == seed and (config_label is None or self.job.labels[c] == config_label)
+        ]
+        if not candidates:
+            raise ConfigError(
+                "seed", seed, f"is not in this run (seeds: {sorted(set(self.job.seeds))})", "pass one of those seeds"
+            )
+        if len(candidates) > 1:
+            labels = [self.job.labels[self.job.config_index[i]] for i in candidates]
+            raise ConfigError(
+                "seed", seed, f"is in several configurations of this sweep group ({labels})", "pass config=LABEL too"
+            )
+        return candidates[0]
+
+    def agent_state(self, member: int) -> Any:
+        """One member's agent state, cut out of the vmapped state."""
+        import jax
+
+        return jax.tree.map(lambda x: x[member], self.carry.states.agent)
+
+
+def _sweep_job(run_dir: str) -> Any | None:
+    """The driver job of a sweep group directory (None for a train run)."""
+    parent = os.path.dirname(os.path.abspath(run_dir))
+    spec_path = os.path.join(parent, "sweep.json")
+    if not os.path.isfile(spec_path):
+        return None
+    from jaxrl import sweep
+
+    with open(spec_path) as f:
+        spec = json.load(f)
+    name = os.path.basename(os.path.abspath(run_dir))
+    index = next((i for i, g in enumerate(spec["groups"]) if g["dir"] == name), None)
+    if index is None:
+        return None
+    plan = sweep.plan(spec["argv"])
+    return sweep._job(plan, plan.groups[index], os.path.abspath(run_dir), True)
+
+
+def open_run(run_dir: str) -> Run:
+    """Load a run directory's config and latest checkpoint (ConfigError if unusable)."""
+    from jaxrl import driver, envs, train
+    from jaxrl.loop import make_train
+
+    if not isinstance(run_dir, (str, os.PathLike)) or not os.path.isdir(run_dir):
+        raise ConfigError("run_dir", run_dir, "does not exist", "pass a directory printed by python -m jaxrl.train")
+    run_dir = os.path.abspath(os.fspath(run_dir))
+    if not os.path.isfile(os.path.join(run_dir, "config.yaml")):
+        raise ConfigError(
+            "run_dir",
+            run_dir,
+            "is not a run directory (no config.yaml)",
+            "pass a directory printed by python -m jaxrl.train",
+        )
+    config = train._load_run_config(run_dir, field="run_dir")
+    env = envs.make(config.env)
+    job = _sweep_job(run_dir) or train.job_for(config, run_dir, True)
+    carry, meta = driver.load_carry(job, env, field="run_dir")
+    return Run(run_dir, config, env, job, carry, meta, make_train(config, env))
+
+
+def load_policy(
+    run_dir: str, seed: int | None = None, deterministic: bool = True, config: str | None = None
+) -> Callable[[Any, Any], Any]:
+    """``act(obs, key) -> action`` of one trained seed (default: the run's first seed).
+
+    ``deterministic`` picks the mode of the policy (argmax / mean); otherwise
+    actions are sampled with ``key``. ``config`` selects a configuration's
+    label inside a sweep group directory.
+    """
+    run = open_run(run_dir)
+    member = run.member_index(run.job.seeds[0] if seed is None else int(seed), config)
+    state = run.agent_state(member)
+    agent = run.trainer.agent
+    choose = agent.act if deterministic else agent.sample
+
+    def act(obs: Any, key: Any) -> Any:
+        return choose(state, obs, key)
+
+    return act
