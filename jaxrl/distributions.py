@@ -64,3 +64,54 @@ class DiagGaussian(NamedTuple):
 
     def mode(self) -> jax.Array:
         return self.mean
+
+
+_LOG2 = math.log(2.0)
+
+
+def tanh_log_det(u: jax.Array) -> jax.Array:
+    """``log |d tanh(u)/du| = log(1 − tanh²u) = 2(log 2 − u − softplus(−2u))``,
+    summed over the last axis; exact and finite for any ``u`` (no 1 − tanh² underflow)."""
+    return jnp.sum(2.0 * (_LOG2 - u - jax.nn.softplus(-2.0 * u)), axis=-1)
+
+
+class TanhGaussian(NamedTuple):
+    """``a = low + (tanh(u) + 1)/2 · (high − low)``, ``u ~ N(mean, exp(log_std)²)``.
+
+    Log-probabilities are computed from the pre-tanh sample ``u`` (change of
+    variables: ``log p(a) = log N(u) − Σ log(1 − tanh²u) − Σ log((high − low)/2)``),
+    which stays finite where ``a`` saturates; PPO stores ``u`` for its ratios.
+    """
+
+    mean: jax.Array  # [..., d]
+    log_std: jax.Array  # [..., d]
+    low: jax.Array  # [d]
+    high: jax.Array  # [d]
+
+    @property
+    def _base(self) -> DiagGaussian:
+        return DiagGaussian(self.mean, self.log_std)
+
+    def squash(self, u: jax.Array) -> jax.Array:
+        """Pre-tanh sample → action in ``[low, high]``."""
+        return self.low + (jnp.tanh(u) + 1.0) * 0.5 * (self.high - self.low)
+
+    def sample_pre_tanh(self, key: jax.Array) -> jax.Array:
+        return self._base.sample(key)
+
+    def log_prob_pre_tanh(self, u: jax.Array) -> jax.Array:
+        """``log p(a)`` of ``a = squash(u)`` ``[...]``."""
+        scale = jnp.sum(jnp.log(0.5 * (self.high - self.low)) * jnp.ones_like(u), axis=-1)
+        return self._base.log_prob(u) - tanh_log_det(u) - scale
+
+    def sample_and_log_prob(self, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(action, log p(action), u)`` — reparameterized (differentiable in mean/log_std)."""
+        u = self.sample_pre_tanh(key)
+        return self.squash(u), self.log_prob_pre_tanh(u), u
+
+    def entropy(self) -> jax.Array:
+        """Entropy of the pre-tanh Gaussian (the squashed one has no closed form)."""
+        return self._base.entropy()
+
+    def mode(self) -> jax.Array:
+        return self.squash(self.mean)

@@ -151,7 +151,9 @@ def parse_perturb(text: str, env: Any) -> list[dict[str, float]]:
 # ---------------------------------------------------------------------------
 
 
-def update_records(metrics: Any, chunk: int, first_update: int, steps_per_update: int) -> list[dict[str, Any]]:
+def update_records(
+    metrics: Any, chunk: int, first_update: int, steps_per_update: int, offset: int = 0
+) -> list[dict[str, Any]]:
     """One JSON record per update, every field a per-member list."""
     import numpy as np
 
@@ -168,7 +170,7 @@ def update_records(metrics: Any, chunk: int, first_update: int, steps_per_update
             "type": "update",
             "chunk": chunk,
             "update": update,
-            "env_steps": update * steps_per_update,
+            "env_steps": offset + update * steps_per_update,
             "episode_return": ep_return[:, u],
             "episode_length": ep_length[:, u],
             "episodes": episodes[:, u],
@@ -207,14 +209,12 @@ def chunk_training_stats(metrics: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _save(
-    checkpointer, chunk: int, carry, chash: str, update: int, steps_per_update: int, train_s: float
-) -> str | None:
+def _save(checkpointer, chunk: int, carry, chash: str, update: int, env_steps: int, train_s: float) -> str | None:
     """Write a checkpoint; return None, or a short reason when the write failed."""
     meta = {
         "chunk": chunk,
         "update": update,
-        "env_steps": update * steps_per_update,
+        "env_steps": env_steps,
         "config_hash": chash,
         "train_time_s": train_s,
         "jaxrl_version": version(),
@@ -381,7 +381,7 @@ def execute(
     failed_at = np.asarray(jax.device_get(carry.states.failed_at))
     train_s, last_saved = 0.0, start_chunk
     try:
-        writers = _writers(job, start_chunk * trainer.chunk_updates * trainer.steps_per_update)
+        writers = _writers(job, trainer.env_steps(start_chunk * trainer.chunk_updates) if start_chunk else 0)
     except Exception as error:  # a dashboard that cannot start is a setup problem
         if job.created:
             import shutil
@@ -404,7 +404,9 @@ def execute(
             first = chunk * trainer.chunk_updates
             update = first + trainer.chunk_updates
             records = (
-                update_records(metrics.updates, chunk, first, trainer.steps_per_update) if job.record_updates else []
+                update_records(metrics.updates, chunk, first, trainer.steps_per_update, trainer.warmup_steps)
+                if job.record_updates
+                else []
             )
             now_failed = np.asarray(jax.device_get(carry.states.failed_at))
             alive = now_failed == 0
@@ -414,7 +416,7 @@ def execute(
                 "type": "eval",
                 "chunk": chunk,
                 "update": update,
-                "env_steps": update * trainer.steps_per_update,
+                "env_steps": trainer.env_steps(update),
                 "eval_return": seed_means,
                 "eval_return_std": np.where(alive, eval_returns.std(axis=1), np.nan),
                 "eval_length": np.asarray(metrics.eval.lengths).mean(axis=1),
@@ -434,8 +436,8 @@ def execute(
             new_failures = [(job.seeds[i], i, int(now_failed[i])) for i in np.flatnonzero((failed_at == 0) & ~alive)]
             failed_at = now_failed
             for seed, member, bad_update in new_failures:
-                lo = (bad_update - 1) * trainer.steps_per_update + 1
-                hi = bad_update * trainer.steps_per_update
+                lo = trainer.env_steps(bad_update - 1) + 1
+                hi = trainer.env_steps(bad_update)
                 who = f"seed {seed}" if configs == 1 else f"seed {seed} of {job.labels[job.config_index[member]]}"
                 where = f"{who}: non-finite loss, gradients or parameters at update {bad_update} (env steps {lo}–{hi} of that seed)"
                 if config.on_nan == "stop":
@@ -451,7 +453,7 @@ def execute(
                 progress.message(f"warning: {where}; on_nan=drop: it is marked failed, the others go on")
             if checkpointer is not None:
                 error = _save(
-                    checkpointer, chunk + 1, carry, chash, update, trainer.steps_per_update, train_s_before + train_s
+                    checkpointer, chunk + 1, carry, chash, update, trainer.env_steps(update), train_s_before + train_s
                 )
                 if error:
                     kept = (
@@ -466,7 +468,7 @@ def execute(
                 last_saved = chunk + 1
             live = seed_means[alive]
             progress.message(
-                f"chunk {chunk + 1}/{trainer.num_chunks} · {format_count(update * trainer.steps_per_update)} steps each"
+                f"chunk {chunk + 1}/{trainer.num_chunks} · {format_count(trainer.env_steps(update))} steps each"
                 + (
                     f" · eval IQM {stats.iqm(live):.1f} (min {live.min():.1f}, max {live.max():.1f})"
                     if live.size
@@ -590,7 +592,7 @@ def summarize(job: Job, trainer, env, records, compile_s, train_s, wall_s, heldo
                     {
                         "seed": job.seeds[i],
                         "update": int(failed_at[i]),
-                        "env_steps": int(failed_at[i]) * trainer.steps_per_update,
+                        "env_steps": trainer.env_steps(int(failed_at[i])),
                     }
                     for i in members
                     if failed_at[i]

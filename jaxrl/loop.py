@@ -5,7 +5,7 @@ Everything here is written for ONE seed and one hyperparameter setting (STYLE
 ``jax.vmap`` outside::
 
     trainer = jaxrl.make_train(config)
-    hp = trainer.hparams                                  # PPOHParams pytree
+    hp = trainer.hparams                                  # HParams pytree of the algorithm
     keys = jax.vmap(jax.random.key)(jnp.arange(3))
     state = jax.jit(jax.vmap(trainer.init, (0, None)))(keys, hp)
     state, metrics = jax.jit(jax.vmap(trainer.train_chunk, (0, None)))(state, hp)
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from jaxrl.evaluate import EvalMetrics
 
 from jaxrl import envs as envs_lib
-from jaxrl import ppo
-from jaxrl.config import Config, PPOConfig, seed_ids
+from jaxrl.agent import module_for
+from jaxrl.config import Config, seed_ids
 
 __all__ = [
     "TrainState",
@@ -76,11 +76,16 @@ class Trainer(NamedTuple):
     chunk_updates: int  # updates per chunk
     num_chunks: int
     steps_per_update: int  # env steps per update and seed
+    warmup_steps: int = 0  # env steps per seed taken before the first update
+
+    def env_steps(self, updates: int) -> int:
+        """Env steps per seed after ``updates`` updates (host-side Python int)."""
+        return self.warmup_steps + updates * self.steps_per_update
 
     @property
     def total_env_steps(self) -> int:
         """Env steps per seed actually trained (≥ config.total_timesteps rounded to a rollout)."""
-        return self.num_updates * self.steps_per_update
+        return self.env_steps(self.num_updates)
 
 
 def _is_key(x: Any) -> bool:
@@ -90,16 +95,24 @@ def _is_key(x: Any) -> bool:
 def schedule(config: Config) -> tuple[int, int, int]:
     """``(num_updates, chunk_updates, num_chunks)`` for a config.
 
-    The requested budget ``total_timesteps // batch`` is split into
+    The requested budget ``(total_timesteps − warm-up) // rollout`` is split into
     ``num_evals`` chunks of equal length, rounding up to whole chunks.
     """
-    requested = max(1, config.total_timesteps // config.batch_size)
+    warmup = warmup_steps(config)
+    requested = max(1, (config.total_timesteps - warmup) // config.rollout_size)
     if config.pbt.population and config.pbt.interval:
         chunk_updates = config.pbt.interval  # a PBT step closes every chunk
     else:
         chunk_updates = math.ceil(requested / config.num_evals)
     num_chunks = math.ceil(requested / chunk_updates)
     return chunk_updates * num_chunks, chunk_updates, num_chunks
+
+
+def warmup_steps(config: Config) -> int:
+    """Env steps per seed an algorithm takes before its first update (SAC's
+    random-action warm-up), rounded up to whole steps of all envs."""
+    start = int(getattr(config.algo, "learning_starts", 0))
+    return math.ceil(start / config.num_envs) * config.num_envs
 
 
 def seed_keys(config: Config) -> jax.Array:
@@ -113,7 +126,7 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
 
     Args:
       config: a :class:`jaxrl.config.Config` (see :func:`jaxrl.config.parse`).
-      env: ``None`` (make ``config.env`` by name), a :class:`jaxrl.envs.Env`,
+      env: ``None`` (make ``config.env.name``), a :class:`jaxrl.envs.Env`,
         or a user's gymnax ``Environment`` instance.
       env_params: backend env parameters (default: the env's own defaults).
 
@@ -122,14 +135,13 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
       float hyperparameters are an argument (``trainer.hparams`` holds the
       config's values) so the caller may vmap over them.
     """
-    env = envs_lib.make(config.env) if env is None else envs_lib.as_env(env)
+    env = envs_lib.from_config(config) if env is None else envs_lib.as_env(env)
     env_params = env.default_params if env_params is None else env_params
     num_updates, chunk_updates, num_chunks = schedule(config)
     algo = config.algo
-    if not isinstance(algo, PPOConfig):
-        raise TypeError(f"unsupported algorithm config {type(algo).__name__}")
-    agent = ppo.make_agent(algo, env, config.num_envs, num_updates, env_params)
-    hparams = ppo.PPOHParams.from_config(algo)
+    module = module_for(algo)
+    agent = module.make_agent(algo, env, config.num_envs, num_updates, env_params)
+    hparams = module.HParams.from_config(algo)
     eval_steps = config.eval.max_steps or env.max_episode_steps or 1000
 
     def init(key: jax.Array, hp: Any) -> TrainState:
@@ -191,6 +203,7 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
         chunk_updates=chunk_updates,
         num_chunks=num_chunks,
         steps_per_update=agent.steps_per_update,
+        warmup_steps=agent.warmup_steps,
     )
 
 

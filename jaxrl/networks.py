@@ -63,6 +63,8 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
+    squash: str = "clip"  # continuous actions: "tanh" or "clip" (read by jaxrl.ppo.distribution)
+    log_std_init: float = 0.0
 
     def setup(self) -> None:
         self.actor_torso = MLP(self.hidden_sizes, self.activation)
@@ -71,7 +73,7 @@ class ActorCritic(nn.Module):
         self.policy_head = _dense(self.action_dim, 0.01)
         self.value_head = _dense(1, 1.0)
         if not self.discrete:
-            self.log_std_param = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+            self.log_std_param = self.param("log_std", nn.initializers.constant(self.log_std_init), (self.action_dim,))
 
     def _flatten(self, obs: jax.Array) -> jax.Array:
         if self.obs_ndim == 1:

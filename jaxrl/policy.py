@@ -93,7 +93,7 @@ def open_run(run_dir: str) -> Run:
             "pass a directory printed by python -m jaxrl.train",
         )
     config = train._load_run_config(run_dir, field="run_dir")
-    env = envs.make(config.env)
+    env = envs.from_config(config)
     job = _sweep_job(run_dir) or train.job_for(config, run_dir, True)
     carry, meta = driver.load_carry(job, env, field="run_dir")
     return Run(run_dir, config, env, job, carry, meta, make_train(config, env))

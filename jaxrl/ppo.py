@@ -13,7 +13,7 @@ Pure pieces, importable on their own:
 * :func:`make_agent` — ties them into ``init`` / ``update`` / ``act`` for
   :func:`jaxrl.make_train`.
 
-Float hyperparameters live in :class:`PPOHParams` (a pytree, vmappable);
+Float hyperparameters live in :class:`HParams` (a pytree, vmappable);
 shapes and flags come from the static :class:`jaxrl.config.PPOConfig`.
 """
 
@@ -28,19 +28,20 @@ from flax import struct
 
 from jaxrl import normalize
 from jaxrl.advantages import gae
+from jaxrl.agent import Agent
 from jaxrl.config import PPOConfig
-from jaxrl.distributions import Categorical, DiagGaussian
+from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
 from jaxrl.envs.core import Discrete, Env
 from jaxrl.networks import ActorCritic
 
 __all__ = [
+    "HParams",
     "PPOHParams",
     "PPOState",
     "Transition",
     "Batch",
     "LossMetrics",
     "UpdateMetrics",
-    "Agent",
     "make_network",
     "distribution",
     "loss_from_outputs",
@@ -55,7 +56,7 @@ ADAM_EPS = 1e-5
 
 
 @struct.dataclass
-class PPOHParams:
+class HParams:
     """Traced PPO hyperparameters (float32 scalars; add a leading axis to vmap)."""
 
     lr: jax.Array  # Adam step size (initial value for the schedules)
@@ -68,9 +69,10 @@ class PPOHParams:
     target_kl: jax.Array  # KL target of lr_schedule=adaptive
     min_lr: jax.Array  # lr bounds of lr_schedule=adaptive
     max_lr: jax.Array
+    reward_scale: jax.Array  # rewards × this before GAE
 
     @classmethod
-    def from_config(cls, algo: PPOConfig) -> PPOHParams:
+    def from_config(cls, algo: PPOConfig) -> HParams:
         return cls(**{k: jnp.asarray(getattr(algo, k), jnp.float32) for k in PPOConfig.TRACED})
 
 
@@ -78,7 +80,7 @@ class Transition(NamedTuple):
     """One rollout step for ``N`` envs (stacked to ``[T, N, ...]`` by the scan)."""
 
     obs: jax.Array  # [N, *obs] raw observation s_t
-    action: jax.Array  # [N] int32 or [N, d] float32 (unclipped sample)
+    action: jax.Array  # [N] int32 or [N, d] float32: the stored action (pre-tanh u / unclipped sample)
     log_prob: jax.Array  # [N] behaviour log π(a|s) at collection time
     value: jax.Array  # [N] V(s) at collection time
     reward: jax.Array  # [N]
@@ -135,6 +137,9 @@ class PPOState:
     opt_state: Any  # optax.ScaleByAdamState
     lr: jax.Array  # float32 [] current lr (moves under lr_schedule=adaptive)
     obs_stats: normalize.RunningStats  # observation normalizer (identity if disabled)
+    return_stats: normalize.RunningStats  # [] running stats of the discounted return (normalize_reward)
+    discounted_return: jax.Array  # [N] running discounted return per env, reset at episode ends
+    value_stats: normalize.RunningStats  # [] running stats of the value targets (normalize_value)
     env_state: Any  # EnvState batched [N]
     obs: jax.Array  # [N, *obs] raw current observations
     key: jax.Array  # PRNG key of this seed's training stream
@@ -155,15 +160,41 @@ def make_network(algo: PPOConfig, env: Env) -> ActorCritic:
         hidden_sizes=tuple(algo.hidden_sizes),
         activation=algo.activation,
         shared_torso=algo.shared_torso,
+        squash=algo.squash,
+        log_std_init=algo.log_std_init,
     )
 
 
 def distribution(network: ActorCritic, params: Any, policy_out: jax.Array):
-    """Categorical(logits) or DiagGaussian(mean, log_std) from the policy head."""
+    """The policy from the policy head: Categorical(logits); for continuous
+    actions a TanhGaussian over ``[-1, 1]`` (``squash="tanh"``) or a
+    DiagGaussian whose samples are clipped to the bounds (``squash="clip"``).
+
+    Stored actions (and their log-probs) live in the distribution's own space:
+    the pre-tanh sample ``u`` for TanhGaussian, so PPO's ratios need no
+    inverse tanh; :func:`env_action` maps them to what the env receives."""
     if network.discrete:
         return Categorical(policy_out)
-    log_std = network.apply(params, method=ActorCritic.log_std)
-    return DiagGaussian(policy_out, jnp.broadcast_to(log_std, policy_out.shape))
+    log_std = jnp.broadcast_to(network.apply(params, method=ActorCritic.log_std), policy_out.shape)
+    if network.squash == "tanh":
+        ones = jnp.ones(policy_out.shape[-1:])
+        return TanhGaussian(policy_out, log_std, -ones, ones)
+    return DiagGaussian(policy_out, log_std)
+
+
+def sample_action(dist: Any, key: jax.Array) -> jax.Array:
+    """A stored action (pre-tanh ``u`` for TanhGaussian)."""
+    return dist.sample_pre_tanh(key) if isinstance(dist, TanhGaussian) else dist.sample(key)
+
+
+def log_prob(dist: Any, action: jax.Array) -> jax.Array:
+    """``log π`` of a stored action (for TanhGaussian including the tanh log-det)."""
+    return dist.log_prob_pre_tanh(action) if isinstance(dist, TanhGaussian) else dist.log_prob(action)
+
+
+def mode_action(dist: Any) -> jax.Array:
+    """The deterministic stored action: argmax or the (pre-tanh) mean."""
+    return dist.mean if isinstance(dist, (TanhGaussian, DiagGaussian)) else dist.mode()
 
 
 # ---------------------------------------------------------------------------
@@ -176,7 +207,7 @@ def loss_from_outputs(
     entropy: jax.Array,
     value: jax.Array,
     batch: Batch,
-    hp: PPOHParams,
+    hp: HParams,
     *,
     clip_value: bool = True,
     normalize_advantages: bool = True,
@@ -222,7 +253,7 @@ def ppo_loss(
     params: Any,
     network: ActorCritic,
     batch: Batch,
-    hp: PPOHParams,
+    hp: HParams,
     *,
     clip_value: bool = True,
     normalize_advantages: bool = True,
@@ -231,7 +262,7 @@ def ppo_loss(
     policy_out, value = network.apply(params, batch.obs)
     dist = distribution(network, params, policy_out)
     return loss_from_outputs(
-        dist.log_prob(batch.action),
+        log_prob(dist, batch.action),
         dist.entropy(),
         value,
         batch,
@@ -265,7 +296,7 @@ def sgd_step(
     opt_state: Any,
     lr: jax.Array,
     batch: Batch,
-    hp: PPOHParams,
+    hp: HParams,
     network: ActorCritic,
     algo: PPOConfig,
 ) -> StepResult:
@@ -303,7 +334,7 @@ def learn(
     lr: jax.Array,
     batch: Batch,
     key: jax.Array,
-    hp: PPOHParams,
+    hp: HParams,
     network: ActorCritic,
     algo: PPOConfig,
 ) -> StepResult:
@@ -352,11 +383,23 @@ def _prepare_obs(state: PPOState, obs: jax.Array, algo: PPOConfig) -> jax.Array:
     return obs
 
 
-def _env_action(action: jax.Array, env: Env) -> jax.Array:
-    """What the env receives: the sample clipped to the action bounds (continuous)."""
+def env_action(action: jax.Array, network: ActorCritic, env: Env) -> jax.Array:
+    """What the env receives for a stored action: itself (discrete), the tanh
+    of ``u`` scaled to the bounds (``squash="tanh"``) or the sample clipped to
+    the bounds (``squash="clip"``)."""
     if isinstance(env.action_space, Discrete):
         return action
-    return jnp.clip(action, env.action_space.low, env.action_space.high)
+    low, high = jnp.asarray(env.action_space.low), jnp.asarray(env.action_space.high)
+    if network.squash == "tanh":
+        return low + (jnp.tanh(action) + 1.0) * 0.5 * (high - low)
+    return jnp.clip(action, low, high)
+
+
+def _value(state: PPOState, raw: jax.Array, algo: PPOConfig) -> jax.Array:
+    """Critic output → value in return units (de-normalized under normalize_value)."""
+    if algo.normalize_value:
+        return raw * jnp.sqrt(state.value_stats.var + 1e-8) + state.value_stats.mean
+    return raw
 
 
 def rollout(
@@ -378,15 +421,14 @@ def rollout(
         obs_in = _prepare_obs(state, obs, algo)
         policy_out, value = network.apply(state.params, obs_in)
         dist = distribution(network, state.params, policy_out)
-        action = dist.sample(key_action)
-        log_prob = dist.log_prob(action)
+        action = sample_action(dist, key_action)
         env_keys = jax.random.split(key_env, obs.shape[0])
-        env_state, out = step_env(env_keys, env_state, _env_action(action, env), env_params)
+        env_state, out = step_env(env_keys, env_state, env_action(action, network, env), env_params)
         transition = Transition(
             obs=obs,
             action=action,
-            log_prob=log_prob,
-            value=value,
+            log_prob=log_prob(dist, action),
+            value=_value(state, value, algo),
             reward=out.reward,
             terminated=out.terminated,
             truncated=out.truncated,
@@ -426,24 +468,13 @@ def tree_all_finite(tree: Any) -> jax.Array:
 # ---------------------------------------------------------------------------
 
 
-class Agent(NamedTuple):
-    """What :func:`jaxrl.make_train` needs from an algorithm."""
-
-    init: Any  # (key, hp) -> PPOState
-    update: Any  # (state, hp, update_idx) -> (state, UpdateMetrics)
-    act: Any  # (state, obs [..., *obs], key) -> deterministic env action
-    sample: Any  # (state, obs [..., *obs], key) -> env action sampled from the policy
-    network: ActorCritic
-    steps_per_update: int  # env steps per update and seed
-
-
 def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
     """PPO for ``num_envs`` parallel copies of ``env`` and a known update budget
     (``num_updates`` sets the linear learning-rate annealing)."""
     network = make_network(algo, env)
     env_params = env.default_params if env_params is None else env_params
 
-    def init(key: jax.Array, hp: PPOHParams) -> PPOState:
+    def init(key: jax.Array, hp: HParams) -> PPOState:
         key_params, key_env, key = jax.random.split(key, 3)
         dummy = jnp.zeros((1,) + env.obs_shape, jnp.float32)
         params = network.init(key_params, dummy)
@@ -453,19 +484,37 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
             opt_state=init_optimizer(params),
             lr=jnp.asarray(hp.lr, jnp.float32),
             obs_stats=normalize.init(env.obs_shape),
+            return_stats=normalize.init(()),
+            discounted_return=jnp.zeros((num_envs,), jnp.float32),
+            value_stats=normalize.init(()),
             env_state=env_state,
             obs=obs,
             key=key,
         )
 
-    def update(state: PPOState, hp: PPOHParams, update_idx: jax.Array) -> tuple[PPOState, UpdateMetrics]:
+    def update(state: PPOState, hp: HParams, update_idx: jax.Array) -> tuple[PPOState, UpdateMetrics]:
         state, traj = rollout(state, env, env_params, network, algo)
         # Values of the pre-reset next observations, in one batched pass.
         # (The normalizer is the one used while acting: it is updated after learning.)
-        next_values = network.apply(state.params, _prepare_obs(state, traj.final_obs, algo), method=ActorCritic.value)
+        next_values = _value(
+            state,
+            network.apply(state.params, _prepare_obs(state, traj.final_obs, algo), method=ActorCritic.value),
+            algo,
+        )
         done = jnp.logical_or(traj.terminated, traj.truncated)
+        rewards, return_stats, discounted = traj.reward * hp.reward_scale, state.return_stats, state.discounted_return
+        if algo.normalize_reward:
+            # scale by the running std of the discounted return (reset at episode ends)
+            def accumulate(g, inputs):
+                r, d = inputs
+                g = hp.gamma * g + r
+                return jnp.where(d, 0.0, g), g
+
+            discounted, returns_seen = jax.lax.scan(accumulate, discounted, (rewards, done))
+            return_stats = normalize.update(return_stats, returns_seen)
+            rewards = rewards * jax.lax.rsqrt(return_stats.var + 1e-8)
         advantages = gae(
-            traj.reward,
+            rewards,
             traj.value,
             next_values,
             traj.terminated,
@@ -475,7 +524,15 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
             method=gae_method(algo),
         )
         targets = advantages + traj.value
-        batch = Batch(_prepare_obs(state, traj.obs, algo), traj.action, traj.log_prob, traj.value, advantages, targets)
+        old_values, value_targets, value_stats = traj.value, targets, state.value_stats
+        if algo.normalize_value:  # the critic regresses normalized targets
+            value_stats = normalize.update(value_stats, targets)
+            scale = jax.lax.rsqrt(value_stats.var + 1e-8)
+            old_values = (traj.value - value_stats.mean) * scale
+            value_targets = (targets - value_stats.mean) * scale
+        batch = Batch(
+            _prepare_obs(state, traj.obs, algo), traj.action, traj.log_prob, old_values, advantages, value_targets
+        )
         batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
 
         if algo.lr_schedule == "linear":
@@ -494,6 +551,9 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
             opt_state=out.opt_state,
             lr=out.lr if algo.lr_schedule == "adaptive" else state.lr,
             obs_stats=obs_stats,
+            return_stats=return_stats,
+            discounted_return=discounted,
+            value_stats=value_stats,
             key=key,
         )
         done_f = done.astype(jnp.float32)
@@ -518,11 +578,14 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
         del key  # deterministic
         policy_out, _ = network.apply(state.params, _prepare_obs(state, obs, algo))
         dist = distribution(network, state.params, policy_out)
-        return _env_action(dist.mode(), env)
+        return env_action(mode_action(dist), network, env)
 
     def sample(state: PPOState, obs: jax.Array, key: jax.Array) -> jax.Array:
         policy_out, _ = network.apply(state.params, _prepare_obs(state, obs, algo))
         dist = distribution(network, state.params, policy_out)
-        return _env_action(dist.sample(key), env)
+        return env_action(sample_action(dist, key), network, env)
 
     return Agent(init, update, act, sample, network, num_envs * algo.num_steps)
+
+
+PPOHParams = HParams  # the name research code imports

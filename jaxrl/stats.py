@@ -185,16 +185,20 @@ def _iqm_band(curves: np.ndarray, n_resamples: int = 500) -> tuple[np.ndarray, n
     mid = st.trim_mean(curves, 0.25, axis=0)
     if curves.shape[0] < 2:
         return mid, mid, mid
-    result = st.bootstrap(
-        (curves,),
-        lambda s, axis=-1: st.trim_mean(s, 0.25, axis=axis),
-        axis=0,
-        confidence_level=0.95,
-        n_resamples=n_resamples,
-        method="percentile",
-        vectorized=True,
-        rng=np.random.default_rng(0),
-    )
+    import warnings
+
+    with warnings.catch_warnings():  # constant columns are handled below
+        warnings.simplefilter("ignore")
+        result = st.bootstrap(
+            (curves,),
+            lambda s, axis=-1: st.trim_mean(s, 0.25, axis=axis),
+            axis=0,
+            confidence_level=0.95,
+            n_resamples=n_resamples,
+            method="percentile",
+            vectorized=True,
+            rng=np.random.default_rng(0),
+        )
     lo, hi = result.confidence_interval
     constant = np.all(curves == curves[:1], axis=0)  # zero-width where every seed agrees
     return mid, np.where(constant, mid, lo), np.where(constant, mid, hi)

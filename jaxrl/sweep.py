@@ -31,7 +31,7 @@ from jaxrl import _platform
 
 _platform.configure()
 
-from jaxrl.config import Config, ConfigError, PPOConfig, parse, schema, seed_ids, to_dict, validate  # noqa: E402
+from jaxrl.config import ALGOS, Config, ConfigError, parse, schema, seed_ids, to_dict, validate  # noqa: E402
 
 __all__ = ["main", "plan"]
 
@@ -89,12 +89,12 @@ def _label(assignment: dict[str, str]) -> str:
 
 
 def _traced_keys(algo: str) -> set[str]:
-    return {f"algo.{k}" for k in PPOConfig.TRACED}
+    return {f"algo.{k}" for k in ALGOS[algo].TRACED}
 
 
 def _static_signature(config: Config) -> str:
     data = to_dict(config)
-    for key in PPOConfig.TRACED:
+    for key in type(config.algo).TRACED:
         data["algo"].pop(key, None)
     data.pop("run_dir", None)
     return json.dumps(data, sort_keys=True, default=str)
@@ -118,15 +118,19 @@ def plan(argv: list[str]) -> Plan:
         raise ConfigError("overrides", " ".join(argv), text, "write KEY=v1,v2 or KEY='interval(a,b)'") from None
     base: list[str] = []
     axes: dict[str, Any] = {}
+    algo = next((o.value() for o in overrides if o.key_or_group == "algo" and not o.is_sweep_override()), "ppo")
+    algo = algo if algo in ALGOS else "ppo"
     for item, o in zip(argv, overrides, strict=True):
         key = o.key_or_group
         if not o.is_sweep_override():
             base.append(item)
             continue
+        if key == "env.name":
+            key = "env"
         if key in UNSWEEPABLE or any(key.startswith(p) for p in UNSWEEPABLE_PREFIXES):
             why = UNSWEEPABLE.get(key) or next(v for p, v in UNSWEEPABLE_PREFIXES.items() if key.startswith(p))
             raise ConfigError(key, item.partition("=")[2], "cannot be swept", why)
-        known = schema("ppo")
+        known = schema(algo)
         if key not in known:
             import difflib
 
@@ -141,7 +145,7 @@ def plan(argv: list[str]) -> Plan:
         if isinstance(value, (ChoiceSweep, RangeSweep)):
             axes[key] = list(o.sweep_iterator())
         elif isinstance(value, IntervalSweep):
-            if key not in _traced_keys("ppo"):
+            if key not in _traced_keys(algo):
                 raise ConfigError(
                     key,
                     item.partition("=")[2],
@@ -216,8 +220,8 @@ def plan(argv: list[str]) -> Plan:
 def _job(plan_: Plan, group: list[int], run_dir: str, resuming: bool):
     import numpy as np
 
+    from jaxrl.agent import hparams_for
     from jaxrl.driver import Job
-    from jaxrl.ppo import PPOHParams
 
     first = plan_.configs[group[0]]
     seeds = seed_ids(first)
@@ -225,7 +229,7 @@ def _job(plan_: Plan, group: list[int], run_dir: str, resuming: bool):
     member_seeds: list[int] = []
     member_config: list[int] = []
     for local, index in enumerate(group):
-        hp = PPOHParams.from_config(plan_.configs[index].algo)
+        hp = hparams_for(plan_.configs[index].algo)
         for s in seeds:
             member_hparams.append(hp)
             member_seeds.append(s)
@@ -260,7 +264,7 @@ def _sweep_dir(config: Config) -> str:
             )
         return path
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(config.runs_root, f"sweep-{canonical_name(config.env)}-{config.algo.name}-{stamp}")
+    base = os.path.join(config.runs_root, f"sweep-{canonical_name(config.env.name)}-{config.algo.name}-{stamp}")
     path, n = base, 1
     while os.path.exists(path):
         n += 1
@@ -301,10 +305,12 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
         sweep_dir = _sweep_dir(the_plan.configs[0])
     first = the_plan.configs[0]
     try:
-        env = envs.make(first.env)
+        env = envs.from_config(first)
+    except ConfigError:
+        raise
     except Exception as error:
         raise ConfigError(
-            "env", first.env, f"could not be built ({str(error).splitlines()[0][:120]})", "pick another env"
+            "env", first.env.name, f"could not be built ({str(error).splitlines()[0][:120]})", "pick another env"
         ) from None
     driver.parse_perturb(first.eval.perturb, env)
     groups = [

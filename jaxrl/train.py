@@ -121,7 +121,7 @@ def _new_run_dir(config: Config) -> str:
     from jaxrl.envs import canonical_name
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(config.runs_root, f"{canonical_name(config.env)}-{config.algo.name}-{stamp}")
+    base = os.path.join(config.runs_root, f"{canonical_name(config.env.name)}-{config.algo.name}-{stamp}")
     path, n = base, 1
     while os.path.exists(path):
         n += 1
@@ -144,10 +144,10 @@ def job_for(config: Config, run_dir: str, resuming: bool) -> Any:
     import jax
     import numpy as np
 
+    from jaxrl.agent import hparams_for
     from jaxrl.driver import Job
-    from jaxrl.ppo import PPOHParams
 
-    base = PPOHParams.from_config(config.algo)
+    base = hparams_for(config.algo)
     if config.pbt.population:
         from jaxrl import pbt
 
@@ -203,11 +203,13 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper:
         resuming = config.resume is not None
         run_dir = config.run_dir if resuming else _new_run_dir(config)
         try:
-            env = envs.make(config.env)
+            env = envs.from_config(config)
+        except ConfigError:
+            raise
         except Exception as error:  # e.g. an env that needs a download
             raise ConfigError(
                 "env",
-                config.env,
+                config.env.name,
                 f"could not be built ({str(error).splitlines()[0][:120]})",
                 "pick another env from jaxrl.envs.names()",
             ) from None

@@ -10,7 +10,7 @@ from jaxrl.config import PRESETS, ConfigError, parse, seed_ids, validate
 
 def test_defaults_presets_and_overrides():
     config = parse([])
-    assert config.env == "cartpole" and config.algo.name == "ppo"
+    assert config.env.name == "cartpole" and config.algo.name == "ppo"
     preset = PRESETS[("CartPole-v1", "ppo")]
     assert config.num_envs == preset["num_envs"]
     assert config.algo.lr == pytest.approx(preset["algo.lr"])
@@ -34,7 +34,7 @@ BAD = [
     (["env=NoSuchThing-v9"], "env=NoSuchThing-v9", "unknown environment"),
     (["foo=1"], "foo=1", "unknown config key"),
     (["algo.lrr=0.1"], "algo.lrr=0.1", "algo.lr"),
-    (["algo=sac"], "algo=sac", "unknown algorithm"),
+    (["algo=dqn"], "algo=dqn", "unknown algorithm"),
     (["seeds=0"], "seeds=0", "positive integer"),
     (["seeds=-3"], "seeds=-3", "positive integer"),
     (["seeds=[1,1]"], "seeds=[1, 1]", "distinct"),

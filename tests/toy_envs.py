@@ -116,3 +116,32 @@ class HalfPoisoned(PoisonedReward):
     @property
     def default_params(self) -> PoisonParams:
         return PoisonParams(poison_prob=0.5)
+
+
+@struct.dataclass
+class ControlParams(environment.EnvParams):
+    max_steps_in_episode: int = 50
+    cost: float = 0.0  # reward = −cost · a²
+
+
+class QuadraticCost(ConstantReward):
+    """One continuous action in [−1, 1], reward −cost·a² (cost 0: zero reward)."""
+
+    @property
+    def default_params(self) -> ControlParams:
+        return ControlParams()
+
+    def step_env(self, key, state, action, params):
+        state = State(time=state.time + 1)
+        reward = -params.cost * jnp.sum(jnp.square(action))
+        return self.get_obs(state), state, reward.astype(jnp.float32), jnp.asarray(False), {}
+
+    def is_terminated(self, state, params):
+        return jnp.asarray(False)
+
+    def action_space(self, params: Any = None):
+        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
+
+    @property
+    def name(self) -> str:
+        return "QuadraticCost"

@@ -19,7 +19,9 @@ __all__ = [
     "EnvState",
     "EnvStep",
     "canonical_name",
+    "from_config",
     "from_gymnax",
+    "is_brax",
     "make",
     "names",
     "suggest",
@@ -33,6 +35,31 @@ SHORT_NAMES = {
     "mountaincar-continuous": "MountainCarContinuous-v0",
 }
 
+# gymnax envs with discrete actions (checked without building them).
+DISCRETE_GYMNAX = {
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "Asterix-MinAtar",
+    "Breakout-MinAtar",
+    "Freeway-MinAtar",
+    "Seaquest-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Catch-bsuite",
+    "DeepSea-bsuite",
+    "MemoryChain-bsuite",
+    "UmbrellaChain-bsuite",
+    "DiscountingChain-bsuite",
+    "MNISTBandit-bsuite",
+    "SimpleBandit-bsuite",
+    "FourRooms-misc",
+    "MetaMaze-misc",
+    "BernoulliBandit-misc",
+    "GaussianBandit-misc",
+    "Pong-misc",
+    "FrozenLake-misc",
+}
+
 # gymnax ids that need a download at construction time (no network here).
 _NEEDS_DOWNLOAD = {"MNISTBandit-bsuite"}
 
@@ -43,22 +70,53 @@ def _gymnax_ids() -> list[str]:
     return [n for n in gymnax.registered_envs if n not in _NEEDS_DOWNLOAD]
 
 
+# brax environments (an optional extra; imported only when one is made)
+BRAX_NAMES = (
+    "ant",
+    "halfcheetah",
+    "hopper",
+    "walker2d",
+    "humanoid",
+    "humanoidstandup",
+    "inverted_pendulum",
+    "inverted_double_pendulum",
+    "reacher",
+    "pusher",
+)
+
+
 def names() -> list[str]:
-    """All names :func:`make` accepts: short names first, then gymnax ids."""
-    return list(SHORT_NAMES) + _gymnax_ids()
+    """All names :func:`make` accepts: short names, brax names (``brax:<name>``
+    reaches any other brax env), then gymnax ids."""
+    return list(SHORT_NAMES) + list(BRAX_NAMES) + _gymnax_ids()
 
 
 def canonical_name(name: str) -> str | None:
-    """Resolve a short name / gymnax id (case-insensitive) or return None."""
+    """Resolve a short name / brax name / gymnax id (case-insensitive) or return None."""
     if not isinstance(name, str):
         return None
     key = name.strip()
+    if key.lower().startswith("brax:") and len(key) > 5:
+        inner = key.split(":", 1)[1].lower()
+        return inner if inner in BRAX_NAMES else f"brax:{inner}"
+    if key.lower() in BRAX_NAMES:
+        return key.lower()
     if key.lower().startswith("gymnax:"):
         key = key.split(":", 1)[1]
     if key.lower() in SHORT_NAMES:
         return SHORT_NAMES[key.lower()]
     by_lower = {n.lower(): n for n in _gymnax_ids()}
     return by_lower.get(key.lower())
+
+
+def is_brax(name: str) -> bool:
+    canonical = canonical_name(name)
+    return canonical is not None and (canonical in BRAX_NAMES or canonical.startswith("brax:"))
+
+
+def from_config(config: Any) -> Env:
+    """The env of a :class:`jaxrl.config.Config` (name, brax backend, time limit)."""
+    return make(config.env.name, backend=config.env.backend, episode_length=config.env.episode_length or 1000)
 
 
 def suggest(name: str, n: int = 3) -> list[str]:
@@ -79,12 +137,36 @@ def make(name: str, **kwargs: Any) -> Env:
         close = suggest(name)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ValueError(f"unknown environment {name!r}.{hint} See jaxrl.envs.names().")
+    if is_brax(canonical):
+        return _make_brax(canonical, **kwargs)
+    kwargs.pop("backend", None)
+    kwargs.pop("episode_length", None)
     import gymnax
 
     from jaxrl.envs.gymnax_env import GymnaxEnv
 
     env, params = gymnax.make(canonical, **kwargs)
     return GymnaxEnv(env, params, name=canonical)
+
+
+def _make_brax(canonical: str, backend: str = "positional", episode_length: int = 1000) -> Env:
+    import importlib.util
+
+    from jaxrl.config import ConfigError
+
+    if importlib.util.find_spec("brax") is None:
+        raise ConfigError(
+            "env", canonical, "is a brax environment and brax is not installed", "pip install 'jaxrl[brax]'"
+        )
+    from brax import envs as brax_envs
+
+    from jaxrl.envs.brax_env import BraxEnv
+
+    inner = canonical.split(":", 1)[1] if canonical.startswith("brax:") else canonical
+    if inner not in brax_envs._envs:  # brax's registry
+        known = ", ".join(sorted(brax_envs._envs))
+        raise ConfigError("env", canonical, f"is not a brax environment (brax has: {known})", "pick one of those")
+    return BraxEnv(inner, backend=backend, episode_length=episode_length)
 
 
 def from_gymnax(env: Any, params: Any = None) -> Env:

@@ -1,0 +1,55 @@
+"""brax environments behind the jaxrl contract (imported only when used).
+
+brax's own ``AutoResetWrapper`` restarts every episode from the first state it
+ever saw and overwrites the final observation; this adapter instead keeps
+the pre-reset observation (``final_obs``) and resets each finished episode
+from a fresh random initial state. The time limit is brax's
+``EpisodeWrapper``: ``state.info["truncation"]`` tells a time limit apart from a
+termination.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.envs.core import Box, Env
+
+__all__ = ["BraxEnv"]
+
+
+class BraxEnv(Env):
+    """A brax ``PipelineEnv`` with a time limit and a fresh-state auto-reset."""
+
+    def __init__(self, name: str, backend: str = "positional", episode_length: int = 1000, action_repeat: int = 1):
+        from brax import envs as brax_envs
+        from brax.envs.wrappers.training import EpisodeWrapper
+
+        raw = brax_envs.get_environment(name, backend=backend)
+        self.raw = raw
+        self.env = EpisodeWrapper(raw, episode_length, action_repeat)
+        self.name = name
+        self.backend = backend
+        self.obs_shape = (int(raw.observation_size),)
+        size = int(raw.action_size)
+        self.action_space = Box(-np.ones(size, np.float32), np.ones(size, np.float32), (size,))
+        self.default_params = None
+        self.max_episode_steps = int(episode_length)
+        # "near the maximum" for the pendulums (1000 steps of reward 1 / ≈ 9.36)
+        self.solved_return = {"inverted_pendulum": 950.0, "inverted_double_pendulum": 9000.0}.get(name)
+
+    def _reset(self, key: jax.Array, params: Any) -> tuple[Any, jax.Array]:
+        state = self.env.reset(key)
+        return state, state.obs
+
+    def _step(self, key, inner, action, params):
+        nxt = self.env.step(inner, action)
+        truncated = nxt.info["truncation"] > 0
+        done = nxt.done > 0
+        terminated = jnp.logical_and(done, ~truncated)
+        fresh = self.env.reset(key)
+        state = jax.tree.map(lambda r, s: jnp.where(done, r, s), fresh, nxt)
+        return state, state.obs, nxt.reward, terminated, truncated, nxt.obs

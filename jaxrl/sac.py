@@ -1,0 +1,388 @@
+"""Soft Actor-Critic (Haarnoja et al., 2018, "Soft Actor-Critic Algorithms and
+Applications", arXiv:1812.05905) with an on-device replay buffer.
+
+Pure pieces, importable on their own:
+
+* :func:`critic_loss`, :func:`actor_loss`, :func:`alpha_loss` — the three
+  losses on plain arrays and parameters, each ``-> (loss, metrics)``;
+* :func:`gradient_step` — one update of critics, actor, temperature and the
+  Polyak-averaged target critics from one sampled batch;
+* :func:`make_agent` — ``init`` (with the random-action warm-up that fills the
+  buffer), ``update`` (``num_steps`` env steps of ``N`` envs, then
+  ``round(utd · N · num_steps)`` gradient steps) and ``act`` for
+  :func:`jaxrl.make_train`.
+
+Time limits: the critic target bootstraps from the *pre-reset* next
+observation unless the transition truly terminated,
+``y = r + γ (1 − terminated) (min_i Q̄_i(s', a') − α log π(a'|s'))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from jaxrl import buffers, normalize
+from jaxrl.agent import Agent
+from jaxrl.config import SACConfig
+from jaxrl.distributions import TanhGaussian
+from jaxrl.envs.core import Box, Env
+from jaxrl.networks import MLP
+
+__all__ = [
+    "HParams",
+    "SACState",
+    "Transition",
+    "Actor",
+    "Critic",
+    "critic_loss",
+    "actor_loss",
+    "alpha_loss",
+    "gradient_step",
+    "make_agent",
+]
+
+
+@struct.dataclass
+class HParams:
+    """Traced SAC hyperparameters (float32 scalars)."""
+
+    lr: jax.Array
+    alpha_lr: jax.Array
+    gamma: jax.Array
+    tau: jax.Array
+    init_alpha: jax.Array
+    target_entropy_scale: jax.Array
+    reward_scale: jax.Array
+    max_grad_norm: jax.Array
+
+    @classmethod
+    def from_config(cls, algo: SACConfig) -> HParams:
+        return cls(**{k: jnp.asarray(getattr(algo, k), jnp.float32) for k in SACConfig.TRACED})
+
+
+class Transition(NamedTuple):
+    """One stored transition (leaves ``[...]`` per item)."""
+
+    obs: jax.Array  # [*obs] raw
+    action: jax.Array  # [d] in [-1, 1] (the policy's tanh output, before scaling to the env's bounds)
+    reward: jax.Array  # []
+    terminated: jax.Array  # [] bool
+    next_obs: jax.Array  # [*obs] raw, pre-reset
+
+
+class Actor(nn.Module):
+    """``obs → (mean, log_std)`` of the pre-tanh Gaussian; log std bounded to
+    ``[log_std_min, log_std_max]`` by a scaled tanh."""
+
+    action_dim: int
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x = MLP(self.hidden_sizes, self.activation)(obs)
+        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
+        raw = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
+        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
+        return mean, log_std
+
+
+class Critic(nn.Module):
+    """Twin Q-functions: ``(obs, action) → [2, ...]``."""
+
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        x = jnp.concatenate([obs, action], axis=-1)
+        qs = [nn.Dense(1)(MLP(self.hidden_sizes, self.activation)(x))[..., 0] for _ in range(2)]
+        return jnp.stack(qs)
+
+
+@struct.dataclass
+class SACState:
+    """Everything one seed carries between updates."""
+
+    actor_params: Any
+    critic_params: Any
+    target_params: Any  # Polyak average of critic_params
+    log_alpha: jax.Array  # float32 []
+    actor_opt: Any
+    critic_opt: Any
+    alpha_opt: Any
+    buffer: buffers.ReplayBuffer
+    obs_stats: normalize.RunningStats
+    env_state: Any  # [N]
+    obs: jax.Array  # [N, *obs]
+    key: jax.Array
+
+
+class StepMetrics(NamedTuple):
+    critic_loss: jax.Array
+    actor_loss: jax.Array
+    alpha_loss: jax.Array
+    alpha: jax.Array
+    entropy: jax.Array  # −E[log π(a|s)]
+    q: jax.Array  # mean Q(s, a) of the batch
+    grad_norm: jax.Array  # critic gradient norm
+
+
+class UpdateMetrics(NamedTuple):
+    episode_return_sum: jax.Array
+    episode_length_sum: jax.Array
+    episodes: jax.Array
+    loss: jax.Array  # critic loss
+    actor_loss: jax.Array
+    alpha_loss: jax.Array
+    alpha: jax.Array
+    entropy: jax.Array
+    q: jax.Array
+    grad_norm: jax.Array
+    lr: jax.Array
+    finite: jax.Array
+
+
+# ---------------------------------------------------------------------------
+# Losses
+# ---------------------------------------------------------------------------
+
+
+def _policy(actor: Actor, params: Any, obs: jax.Array, space: Box) -> TanhGaussian:
+    mean, log_std = actor.apply(params, obs)
+    # the stored/critic action lives in [-1, 1]; the env's bounds are applied when stepping
+    return TanhGaussian(mean, log_std, -jnp.ones(space.shape), jnp.ones(space.shape))
+
+
+def critic_loss(
+    critic_params: Any,
+    target_params: Any,
+    actor_params: Any,
+    log_alpha: jax.Array,
+    batch: Transition,
+    key: jax.Array,
+    hp: HParams,
+    actor: Actor,
+    critic: Critic,
+    space: Box,
+) -> tuple[jax.Array, jax.Array]:
+    """``½ Σ_i E[(Q_i(s, a) − y)²]`` with the soft, time-limit-aware target ``y``."""
+    next_action, next_logp, _ = _policy(actor, actor_params, batch.next_obs, space).sample_and_log_prob(key)
+    next_q = jnp.min(critic.apply(target_params, batch.next_obs, next_action), axis=0)
+    alpha = jnp.exp(log_alpha)
+    not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
+    target = hp.reward_scale * batch.reward + hp.gamma * not_terminal * (next_q - alpha * next_logp)
+    target = jax.lax.stop_gradient(target)
+    q = critic.apply(critic_params, batch.obs, batch.action)
+    loss = 0.5 * jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
+    return loss, jnp.mean(q)
+
+
+def actor_loss(
+    actor_params: Any,
+    critic_params: Any,
+    log_alpha: jax.Array,
+    obs: jax.Array,
+    key: jax.Array,
+    actor: Actor,
+    critic: Critic,
+    space: Box,
+) -> tuple[jax.Array, jax.Array]:
+    """``E[α log π(ã|s) − min_i Q_i(s, ã)]``, ``ã`` reparameterized; returns ``(loss, log π)``."""
+    action, logp, _ = _policy(actor, actor_params, obs, space).sample_and_log_prob(key)
+    q = jnp.min(critic.apply(critic_params, obs, action), axis=0)
+    alpha = jax.lax.stop_gradient(jnp.exp(log_alpha))
+    return jnp.mean(alpha * logp - q), logp
+
+
+def alpha_loss(log_alpha: jax.Array, logp: jax.Array, target_entropy: jax.Array) -> jax.Array:
+    """``−E[log α · (log π + H̄)]``: raises α when the entropy is below the target ``H̄``."""
+    return -jnp.mean(log_alpha * jax.lax.stop_gradient(logp + target_entropy))
+
+
+_adam = optax.scale_by_adam()
+
+
+def _apply(params: Any, grads: Any, opt_state: Any, lr: jax.Array, max_norm: jax.Array) -> tuple[Any, Any, jax.Array]:
+    norm = optax.tree.norm(grads)
+    scale = jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
+    updates, opt_state = _adam.update(jax.tree.map(lambda g: g * scale, grads), opt_state)
+    return jax.tree.map(lambda p, u: p - lr * u, params, updates), opt_state, norm
+
+
+def gradient_step(
+    state: SACState, batch: Transition, key: jax.Array, hp: HParams, actor: Actor, critic: Critic, space: Box
+) -> tuple[SACState, StepMetrics]:
+    """Critics, then actor and temperature, then the target critics (``τ``)."""
+    key_critic, key_actor = jax.random.split(key)
+    (c_loss, q_mean), c_grads = jax.value_and_grad(critic_loss, has_aux=True)(
+        state.critic_params,
+        state.target_params,
+        state.actor_params,
+        state.log_alpha,
+        batch,
+        key_critic,
+        hp,
+        actor,
+        critic,
+        space,
+    )
+    critic_params, critic_opt, grad_norm = _apply(
+        state.critic_params, c_grads, state.critic_opt, hp.lr, hp.max_grad_norm
+    )
+    (a_loss, logp), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
+        state.actor_params, critic_params, state.log_alpha, batch.obs, key_actor, actor, critic, space
+    )
+    actor_params, actor_opt, _ = _apply(state.actor_params, a_grads, state.actor_opt, hp.lr, hp.max_grad_norm)
+    target_entropy = -hp.target_entropy_scale * float(np.prod(space.shape))
+    al_loss, al_grad = jax.value_and_grad(alpha_loss)(state.log_alpha, logp, target_entropy)
+    log_alpha, alpha_opt, _ = _apply(state.log_alpha, al_grad, state.alpha_opt, hp.alpha_lr, jnp.float32(1e10))
+    target_params = jax.tree.map(lambda t, c: (1.0 - hp.tau) * t + hp.tau * c, state.target_params, critic_params)
+    new_state = state.replace(
+        actor_params=actor_params,
+        critic_params=critic_params,
+        target_params=target_params,
+        log_alpha=log_alpha,
+        actor_opt=actor_opt,
+        critic_opt=critic_opt,
+        alpha_opt=alpha_opt,
+    )
+    metrics = StepMetrics(c_loss, a_loss, al_loss, jnp.exp(log_alpha), -jnp.mean(logp), q_mean, grad_norm)
+    return new_state, metrics
+
+
+# ---------------------------------------------------------------------------
+# The agent
+# ---------------------------------------------------------------------------
+
+
+def _tree_all_finite(tree: Any) -> jax.Array:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves))
+
+
+def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
+    """SAC for ``num_envs`` copies of a continuous-action ``env``."""
+    space = env.action_space
+    if not isinstance(space, Box):
+        raise TypeError(f"SAC needs continuous actions; {env.name} has {space}")
+    env_params = env.default_params if env_params is None else env_params
+    dim = int(np.prod(space.shape))
+    actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, algo.log_std_min, algo.log_std_max)
+    critic = Critic(tuple(algo.hidden_sizes), algo.activation)
+    low, high = jnp.asarray(space.low), jnp.asarray(space.high)
+    grad_steps = max(1, round(algo.utd * num_envs * algo.num_steps))
+    warmup = -(-int(algo.learning_starts) // num_envs)  # env steps per env
+    step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def to_env(action: jax.Array) -> jax.Array:
+        return low + (action + 1.0) * 0.5 * (high - low)
+
+    def prep(state: SACState, obs: jax.Array) -> jax.Array:
+        return normalize.normalize(state.obs_stats, obs) if algo.normalize_obs else obs
+
+    def env_steps(state: SACState, steps: int, random: bool) -> tuple[SACState, Any]:
+        """``steps`` steps of every env; transitions go into the buffer."""
+
+        def one(carry, _):
+            env_state, obs, key, buffer = carry
+            key, key_act, key_env = jax.random.split(key, 3)
+            if random:
+                action = jax.random.uniform(key_act, (num_envs, dim), minval=-1.0, maxval=1.0)
+            else:
+                action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).sample_and_log_prob(key_act)
+            env_state, out = step_envs(jax.random.split(key_env, num_envs), env_state, to_env(action), env_params)
+            buffer = buffers.add(buffer, Transition(obs, action, out.reward, out.terminated, out.final_obs))
+            return (env_state, out.obs, key, buffer), (out.done, out.episode_return, out.episode_length, obs)
+
+        (env_state, obs, key, buffer), trace = jax.lax.scan(
+            one, (state.env_state, state.obs, state.key, state.buffer), None, length=steps
+        )
+        return state.replace(env_state=env_state, obs=obs, key=key, buffer=buffer), trace
+
+    def init(key: jax.Array, hp: HParams) -> SACState:
+        key_actor, key_critic, key_env, key = jax.random.split(key, 4)
+        dummy_obs = jnp.zeros((1,) + env.obs_shape, jnp.float32)
+        actor_params = actor.init(key_actor, dummy_obs)
+        critic_params = critic.init(key_critic, dummy_obs, jnp.zeros((1, dim)))
+        env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
+        example = Transition(obs[0], jnp.zeros((dim,)), jnp.zeros(()), jnp.zeros((), bool), obs[0])
+        log_alpha = jnp.log(hp.init_alpha).astype(jnp.float32)
+        state = SACState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_params=critic_params,
+            log_alpha=log_alpha,
+            actor_opt=_adam.init(actor_params),
+            critic_opt=_adam.init(critic_params),
+            alpha_opt=_adam.init(log_alpha),
+            buffer=buffers.init(example, algo.buffer_size),
+            obs_stats=normalize.init(env.obs_shape),
+            env_state=env_state,
+            obs=obs,
+            key=key,
+        )
+        if warmup:
+            state, trace = env_steps(state, warmup, random=True)
+            if algo.normalize_obs:
+                state = state.replace(obs_stats=normalize.update(state.obs_stats, trace[3]))
+        return state
+
+    def update(state: SACState, hp: HParams, update_idx: jax.Array) -> tuple[SACState, UpdateMetrics]:
+        del update_idx
+        state, (done, ep_return, ep_length, seen_obs) = env_steps(state, algo.num_steps, random=False)
+        if algo.normalize_obs:
+            state = state.replace(obs_stats=normalize.update(state.obs_stats, seen_obs))
+
+        def learn(carry, _):
+            state = carry
+            key, key_sample, key_step = jax.random.split(state.key, 3)
+            batch = buffers.sample(state.buffer, key_sample, algo.batch_size)
+            if algo.normalize_obs:
+                batch = batch._replace(obs=prep(state, batch.obs), next_obs=prep(state, batch.next_obs))
+            state, metrics = gradient_step(state.replace(key=key), batch, key_step, hp, actor, critic, space)
+            return state, metrics
+
+        state, m = jax.lax.scan(learn, state, None, length=grad_steps)
+        m = jax.tree.map(jnp.mean, m)
+        done_f = done.astype(jnp.float32)
+        finite = (
+            jnp.isfinite(m.critic_loss)
+            & jnp.isfinite(m.actor_loss)
+            & _tree_all_finite((state.actor_params, state.critic_params, state.log_alpha))
+        )
+        metrics = UpdateMetrics(
+            episode_return_sum=jnp.sum(ep_return * done_f),
+            episode_length_sum=jnp.sum(ep_length * done_f),
+            episodes=jnp.sum(done.astype(jnp.int32)),
+            loss=m.critic_loss,
+            actor_loss=m.actor_loss,
+            alpha_loss=m.alpha_loss,
+            alpha=m.alpha,
+            entropy=m.entropy,
+            q=m.q,
+            grad_norm=m.grad_norm,
+            lr=hp.lr,
+            finite=finite,
+        )
+        return state, metrics
+
+    def act(state: SACState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        del key
+        return to_env(_policy(actor, state.actor_params, prep(state, obs), space).mode())
+
+    def sample(state: SACState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).sample_and_log_prob(key)
+        return to_env(action)
+
+    return Agent(init, update, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs)

@@ -1,0 +1,249 @@
+"""Continuous control: tanh-Gaussian, replay buffer, SAC, brax adapter, learning."""
+
+import importlib.util
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import buffers, envs, make_train
+from jaxrl.config import parse, validate
+from jaxrl.distributions import TanhGaussian, tanh_log_det
+from jaxrl.loop import make_batched, seed_keys
+from tests.toy_envs import ControlParams, QuadraticCost
+
+has_brax = importlib.util.find_spec("brax") is not None
+
+
+# --- tanh-Gaussian ------------------------------------------------------------
+
+
+def reference_log_prob(u, mean, log_std, low, high):
+    """float64 change of variables: a = low + (tanh u + 1)/2 (high − low)."""
+    u, mean, log_std = (np.asarray(x, np.float64) for x in (u, mean, log_std))
+    std = np.exp(log_std)
+    gauss = -0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * np.log(2 * np.pi)
+    jac = np.log(1.0 - np.tanh(u) ** 2) + np.log((np.asarray(high, np.float64) - np.asarray(low, np.float64)) / 2)
+    return np.sum(gauss - jac, axis=-1)
+
+
+def test_tanh_gaussian_log_prob_matches_float64_and_distrax():
+    key_m, key_s, key_u = jax.random.split(jax.random.key(0), 3)
+    mean = jax.random.normal(key_m, (32, 3))
+    log_std = jax.random.normal(key_s, (32, 3)) * 0.3
+    low, high = jnp.array([-2.0, 0.0, -1.0]), jnp.array([2.0, 1.0, 1.0])
+    dist = TanhGaussian(mean, log_std, low, high)
+    u = mean + jnp.exp(log_std) * jax.random.normal(key_u, (32, 3))
+    ours = np.asarray(dist.log_prob_pre_tanh(u))
+    np.testing.assert_allclose(ours, reference_log_prob(u, mean, log_std, low, high), rtol=1e-4, atol=1e-4)
+
+    distrax = pytest.importorskip("distrax")
+    scale = (high - low) / 2
+    bijector = distrax.Chain([distrax.ScalarAffine(shift=low + scale, scale=scale), distrax.Tanh()])
+    ref = distrax.Transformed(distrax.MultivariateNormalDiag(mean, jnp.exp(log_std)), distrax.Block(bijector, 1))
+    actions = dist.squash(u)
+    np.testing.assert_allclose(np.asarray(actions), np.asarray(bijector.forward(u)), rtol=1e-6, atol=1e-6)
+    inner = (jnp.abs(u) < 3).all(-1)  # distrax inverts the tanh: compare where that is well conditioned
+    np.testing.assert_allclose(ours[inner], np.asarray(ref.log_prob(actions))[inner], rtol=1e-3, atol=1e-3)
+
+
+def test_tanh_log_det_finite_with_finite_gradients_at_saturation():
+    u = jnp.array([[-20.0, 20.0, 0.0]])
+    value = tanh_log_det(u)[0]
+    exact = np.sum([2 * (np.log(2) + 20 - np.log1p(np.exp(40))), 2 * (np.log(2) - 20 - np.log1p(np.exp(-40))), 0.0])
+    assert np.isfinite(float(value)) and float(value) == pytest.approx(exact, rel=1e-6)
+    naive = jnp.sum(jnp.log(1 - jnp.tanh(u) ** 2))
+    assert not np.isfinite(float(naive))  # what the stable form avoids
+    dist = TanhGaussian(jnp.zeros((1, 3)), jnp.zeros((1, 3)), -jnp.ones(3), jnp.ones(3))
+    grad = jax.grad(lambda m: dist._replace(mean=m).log_prob_pre_tanh(u).sum())(jnp.zeros((1, 3)))
+    assert np.all(np.isfinite(np.asarray(grad)))
+    grad_u = jax.grad(lambda x: dist.log_prob_pre_tanh(x).sum())(u)
+    assert np.all(np.isfinite(np.asarray(grad_u)))
+
+
+# --- replay buffer --------------------------------------------------------------
+
+
+def test_replay_buffer_wraps_around_and_samples_written_slots_only():
+    example = {"x": jnp.zeros((2,)), "i": jnp.zeros((), jnp.int32)}
+    buf = buffers.init(example, capacity=5)
+    add = jax.jit(buffers.add)
+    buf = add(buf, {"x": jnp.ones((3, 2)), "i": jnp.arange(1, 4)})
+    assert int(buf.size) == 3 and int(buf.position) == 3
+    drawn = np.asarray(jax.jit(buffers.sample, static_argnums=2)(buf, jax.random.key(0), 2000)["i"])
+    assert set(drawn) == {1, 2, 3}  # never the empty slots (0)
+    buf = add(buf, {"x": jnp.ones((4, 2)), "i": jnp.arange(4, 8)})  # 7 items into 5 slots
+    assert int(buf.size) == 5 and int(buf.position) == 2
+    np.testing.assert_array_equal(np.asarray(buf.data["i"]), [6, 7, 3, 4, 5])  # oldest (1, 2) overwritten
+    drawn = np.asarray(jax.jit(buffers.sample, static_argnums=2)(buf, jax.random.key(1), 5000)["i"])
+    assert set(drawn) == {3, 4, 5, 6, 7}
+    counts = np.bincount(drawn, minlength=8)[3:]
+    assert counts.min() > 800  # uniform
+
+
+# --- SAC ------------------------------------------------------------------------
+
+
+def _sac_metrics(cost, steps=4000):
+    config = validate(
+        parse(
+            [
+                "env=pendulum",
+                "algo=sac",
+                "seeds=2",
+                "num_envs=4",
+                f"total_timesteps={steps}",
+                "num_evals=1",
+                "eval.episodes=1",
+                "algo.num_steps=8",
+                "algo.hidden_sizes=[32,32]",
+                "algo.learning_starts=256",
+                "algo.batch_size=128",
+                "algo.lr=1e-3",
+                "algo.alpha_lr=3e-3",
+                "algo.gamma=0.9",
+            ]
+        )
+    )
+    trainer = make_train(config, env=QuadraticCost(), env_params=ControlParams(cost=cost))
+    init_b, chunk_b = make_batched(trainer)
+    states = jax.jit(init_b)(seed_keys(config), trainer.hparams)
+    _, metrics = jax.jit(chunk_b)(states, trainer.hparams)
+    return np.asarray(metrics.updates.entropy), np.asarray(metrics.updates.alpha)
+
+
+def test_sac_temperature_drives_entropy_to_its_target():
+    """Target entropy −|A| = −1. With zero reward the policy is free: its
+    entropy rises to at least the target and α falls; with a cost on the
+    action the policy wants to narrow, and α holds its entropy at the target."""
+    entropy, alpha = _sac_metrics(cost=0.0)
+    assert np.all(entropy[:, -10:].mean(axis=1) > -1.0)
+    assert np.all(alpha[:, -1] < 0.5 * alpha[:, 0])
+    entropy, alpha = _sac_metrics(cost=10.0, steps=8000)
+    np.testing.assert_allclose(entropy[:, -20:].mean(axis=1), -1.0, atol=0.25)
+
+
+def test_sac_learns_pendulum_in_a_ci_budget():
+    config = validate(
+        parse(["env=pendulum", "algo=sac", "seeds=2", "total_timesteps=8000", "num_evals=2", "eval.episodes=4"])
+    )
+    trainer = make_train(config)
+    init_b, chunk_b = make_batched(trainer)
+    states = jax.jit(init_b)(seed_keys(config), trainer.hparams)
+    chunk = jax.jit(chunk_b)
+    for _ in range(trainer.num_chunks):
+        states, metrics = chunk(states, trainer.hparams)
+    final = np.asarray(metrics.eval.returns).mean(-1)
+    assert np.all(final > -400), final  # random play scores ≈ −1200
+
+
+def test_sac_rejects_discrete_envs(capsys):
+    from jaxrl import train
+
+    assert train.main(["env=cartpole", "algo=sac"]) == 2
+    assert "needs continuous actions" in capsys.readouterr().err
+
+
+def test_ppo_tanh_stores_pre_tanh_actions_and_clips_nothing():
+    config = validate(
+        parse(
+            [
+                "env=pendulum",
+                "seeds=1",
+                "num_envs=4",
+                "total_timesteps=512",
+                "algo.num_steps=64",
+                "algo.num_minibatches=2",
+            ]
+        )
+    )
+    trainer = make_train(config)
+    from jaxrl import ppo
+
+    state = trainer.init(jax.random.key(0), trainer.hparams)
+    _, traj = jax.jit(
+        lambda s: ppo.rollout(s.agent, trainer.env, trainer.env.default_params, trainer.agent.network, config.algo)
+    )(state)
+    u = np.asarray(traj.action)
+    assert u.shape == (64, 4, 1) and np.abs(u).max() > 1.0  # pre-tanh samples, not bounded actions
+    policy_out, _ = trainer.agent.network.apply(state.agent.params, traj.obs)
+    dist = ppo.distribution(trainer.agent.network, state.agent.params, policy_out)
+    np.testing.assert_allclose(
+        np.asarray(ppo.log_prob(dist, traj.action)), np.asarray(traj.log_prob), rtol=1e-5, atol=1e-5
+    )
+    a = np.asarray(ppo.env_action(traj.action, trainer.agent.network, trainer.env))
+    assert np.all(np.abs(a) < 2.0) and np.allclose(a, 2.0 * np.tanh(u))
+
+
+# --- brax -----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not has_brax, reason="brax extra not installed")
+def test_brax_adapter_truncation_final_obs_and_fresh_resets():
+    env = envs.make("inverted_pendulum", episode_length=5)
+    state, obs = env.reset(jax.random.key(0))
+    step = jax.jit(env.step)
+    seen = [np.asarray(obs)]
+    outs = []
+    for i in range(11):
+        state, out = step(jax.random.key(100 + i), state, jnp.zeros((1,)))
+        outs.append(out)
+        seen.append(np.asarray(out.obs))
+    truncated = [bool(o.truncated) for o in outs]
+    assert truncated == [False, False, False, False, True, False, False, False, False, True, False]
+    assert not any(bool(o.terminated) for o in outs)
+    boundary = outs[4]
+    assert not np.allclose(np.asarray(boundary.obs), np.asarray(boundary.final_obs))  # reset obs ≠ final obs
+    for o in outs[:4]:
+        np.testing.assert_array_equal(np.asarray(o.obs), np.asarray(o.final_obs))
+    assert float(boundary.episode_return) == pytest.approx(sum(float(o.reward) for o in outs[:5]))
+    # each episode starts from its own random state (brax's AutoResetWrapper reuses the first)
+    assert not np.allclose(seen[0], seen[5]) and not np.allclose(seen[5], seen[10])
+
+
+@pytest.mark.skipif(not has_brax, reason="brax extra not installed")
+def test_brax_termination_is_not_truncation():
+    env = envs.make("inverted_pendulum", episode_length=1000)
+    state, _ = env.reset(jax.random.key(1))
+    step = jax.jit(env.step)
+    for i in range(200):  # push hard one way: the pole falls and the episode terminates
+        state, out = step(jax.random.key(i), state, jnp.ones((1,)))
+        if bool(out.terminated):
+            break
+    assert bool(out.terminated) and not bool(out.truncated)
+    assert abs(float(out.final_obs[1])) > 0.2  # the pole angle that ended it
+
+
+@pytest.mark.skipif(not has_brax, reason="brax extra not installed")
+def test_ppo_learns_brax_inverted_pendulum_in_a_ci_budget():
+    config = validate(
+        parse(["env=inverted_pendulum", "seeds=1", "total_timesteps=120000", "num_evals=2", "eval.episodes=4"])
+    )
+    trainer = make_train(config)
+    init_b, chunk_b = make_batched(trainer)
+    states = jax.jit(init_b)(seed_keys(config), trainer.hparams)
+    chunk = jax.jit(chunk_b)
+    for _ in range(trainer.num_chunks):
+        states, metrics = chunk(states, trainer.hparams)
+    final = float(np.asarray(metrics.eval.returns).mean())
+    assert final > 500, final  # random play falls within ≈ 5-30 steps
+
+
+def test_import_jaxrl_does_not_import_brax():
+    import subprocess
+    import sys
+
+    code = "import sys, jaxrl; jaxrl.envs.names(); print('brax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+def test_missing_brax_names_the_extra(monkeypatch, capsys):
+    from jaxrl import train
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "brax" else real(name, *a))
+    assert train.main(["env=ant"]) == 2
+    err = capsys.readouterr().err
+    assert "jaxrl[brax]" in err and len(err.strip().splitlines()) == 1
