@@ -24,7 +24,11 @@ def _jaxlib_version() -> str | None:
 
 
 def configure() -> None:
-    """Idempotent; only touches ``XLA_FLAGS`` for the hang-prone jaxlib releases."""
+    """Idempotent. Touches ``XLA_FLAGS`` only for the hang-prone jaxlib
+    releases, and quiets XLA's C++ log below FATAL unless the user set
+    ``TF_CPP_MIN_LOG_LEVEL`` (loading a cached CPU executable otherwise prints
+    a spurious machine-feature warning; real errors still raise in Python)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if _jaxlib_version() in _HANG_PRONE:
         flags = os.environ.get("XLA_FLAGS", "")
         if "concurrency_optimized_scheduler" not in flags:
@@ -37,3 +41,49 @@ def request_deterministic() -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_gpu_deterministic_ops" not in flags:
         os.environ["XLA_FLAGS"] = (flags + " --xla_gpu_deterministic_ops=true").strip()
+
+
+def cache_dir(setting: str) -> str | None:
+    """The persistent compilation cache directory for ``compile_cache=setting``
+    (``None``: off). ``auto`` is ``$JAXRL_COMPILE_CACHE`` if set (a directory or
+    ``off``), else ``$XDG_CACHE_HOME/jaxrl/xla`` (default ``~/.cache/jaxrl/xla``)."""
+    setting = setting.strip()
+    if setting == "auto":
+        setting = os.environ.get("JAXRL_COMPILE_CACHE", "").strip() or "auto"
+    if setting.lower() in ("off", "false", "none", "0"):
+        return None
+    if setting == "auto":
+        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(root, "jaxrl", "xla")
+    return os.path.abspath(os.path.expanduser(setting))
+
+
+def enable_compile_cache(setting: str) -> str | None:
+    """Turn on JAX's persistent compilation cache (every compiled program of
+    this process that takes ≥ 1 s to compile is stored; a later launch of the
+    same program loads it instead of compiling). Programs with host callbacks
+    (``progress=true``'s per-update line) cannot be stored by JAX.
+
+    Returns the directory in use, or ``None`` when off or not writable."""
+    import jax
+
+    path = cache_dir(setting)
+    if path is None:
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None  # a read-only home must not stop training
+    if not os.access(path, os.W_OK):
+        return None
+    if jax.config.jax_compilation_cache_dir != path:
+        jax.config.update("jax_compilation_cache_dir", path)
+        try:  # jax decides once per process whether a cache is in use: let it decide again
+            from jax.experimental.compilation_cache import compilation_cache
+
+            compilation_cache.reset_cache()
+        except (ImportError, AttributeError):
+            pass
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path

@@ -18,6 +18,9 @@ class Agent(NamedTuple):
     network: Any  # the flax module(s)
     steps_per_update: int  # env steps per update and seed
     warmup_steps: int = 0  # env steps per seed taken inside init (SAC's random warm-up)
+    # For profile=true: cumulative prefixes of ``update`` as ``(label, fn(state, hp) -> outputs)``,
+    # each ending one phase later than the one before; the rest of ``update`` is the learner.
+    phases: tuple = ()
 
 
 _MODULES = {"ppo": "jaxrl.ppo", "sac": "jaxrl.sac"}

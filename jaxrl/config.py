@@ -229,12 +229,16 @@ class Config:
     resume: str | None = None  # a run directory to continue
     checkpoint: bool = True
     keep: int = 2  # checkpoints kept on disk
-    progress: bool = True  # live progress from inside the compiled program
+    progress: Any = True  # true: live line fed every update from inside the program | chunk: once per chunk (cacheable program) | false
     plots: bool = True
     on_nan: str = "stop"  # stop: end the run at a non-finite update | drop: mark that seed failed, go on
     logger: str = "jsonl"  # jsonl | tensorboard | wandb | tensorboard+wandb (JSON lines are always written)
     wandb_project: str = "jaxrl"
     deterministic: bool = False  # ask XLA for deterministic GPU kernels (CPU is deterministic anyway)
+    compile_cache: str = (
+        "auto"  # persistent XLA cache: auto ($JAXRL_COMPILE_CACHE or the user cache dir) | off | a directory
+    )
+    profile: bool = False  # time rollout / advantages / learner per update and write a jax.profiler trace
 
     @property
     def rollout_size(self) -> int:
@@ -688,6 +692,12 @@ def validate(config: Config) -> Config:
     _positive_int("eval.episodes", config.eval.episodes, 16)
     _positive_int("keep", config.keep, 2)
     _validate_logger(config.logger)
+    if config.progress not in (True, False, "chunk"):
+        raise ConfigError("progress", config.progress, "must be true, false or chunk", "pass progress=chunk")
+    if not isinstance(config.compile_cache, str) or not config.compile_cache.strip():
+        raise ConfigError(
+            "compile_cache", config.compile_cache, "must be auto, off or a directory", "pass compile_cache=off"
+        )
     if config.on_nan not in ("stop", "drop"):
         raise ConfigError("on_nan", config.on_nan, "must be stop or drop", "pass on_nan=stop")
     if config.eval.max_steps < 0:

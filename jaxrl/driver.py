@@ -337,8 +337,14 @@ def execute(
     resume_cmd = resume_cmd or f"python -m jaxrl.train resume={job.run_dir}"
     heldout_settings = parse_perturb(config.eval.perturb, env)  # checked before anything compiles
 
-    progress = LiveProgress(trainer.num_updates, trainer.steps_per_update, num_members, enabled=config.progress)
-    keys, init, program, abstract = build(job, trainer, progress if config.progress else None)
+    from jaxrl._platform import enable_compile_cache
+
+    cache = enable_compile_cache(config.compile_cache)
+    progress = LiveProgress(trainer.num_updates, trainer.steps_per_update, num_members, enabled=bool(config.progress))
+    # progress=true feeds the line from inside the program after every update (a
+    # host callback, so JAX cannot keep that program in the persistent cache);
+    # progress=chunk feeds it between chunks.
+    keys, init, program, abstract = build(job, trainer, progress if config.progress is True else None)
     checkpointer = None
     metrics_log = JsonlWriter(os.path.join(job.run_dir, "metrics.jsonl"))
     start_chunk, train_s_before, carry = 0, 0.0, None
@@ -375,7 +381,10 @@ def execute(
     compile_s = time.perf_counter() - t0
     if carry is None:
         carry = init_c(keys, job.hparams)
-    log(f"compiled in {compile_s:.1f} s")
+    log(f"compiled in {compile_s:.1f} s" + (f" (compilation cache: {cache})" if cache else ""))
+    profile_result = None
+    if config.profile:
+        profile_result = _profile(job, trainer, carry, log)
 
     progress.update = start_chunk * trainer.chunk_updates
     failed_at = np.asarray(jax.device_get(carry.states.failed_at))
@@ -397,9 +406,16 @@ def execute(
         for chunk in range(start_chunk, trainer.num_chunks):
             hparams_now = jax.tree.map(np.asarray, jax.device_get(carry.hparams)) if use_pbt else None
             t_chunk = time.perf_counter()
-            carry, metrics, step = program_c(carry)
-            metrics, step = jax.device_get((metrics, step))
+            if profile_result is not None and chunk == start_chunk:
+                with jax.profiler.trace(profile_result["trace_dir"]):
+                    carry, metrics, step = program_c(carry)
+                    metrics, step = jax.device_get((metrics, step))
+            else:
+                carry, metrics, step = program_c(carry)
+                metrics, step = jax.device_get((metrics, step))
             dt = time.perf_counter() - t_chunk
+            if config.progress == "chunk":
+                progress(_chunk_progress(metrics.updates, update=(chunk + 1) * trainer.chunk_updates))
             train_s += dt
             first = chunk * trainer.chunk_updates
             update = first + trainer.chunk_updates
@@ -492,6 +508,8 @@ def execute(
         summary = summarize(
             job, trainer, env, records, compile_s, train_s_before + train_s, time.perf_counter() - t_start, heldout
         )
+        if profile_result is not None:
+            summary["profile"] = profile_result
         block = summary["configs"][0]
         for writer in writers:
             writer.finish(_flat_config(job), {k: block.get(k) for k in ("iqm", "mean", "solved_fraction")})
@@ -502,6 +520,33 @@ def execute(
             writer.close()
         if checkpointer is not None:
             checkpointer.close()
+
+
+def _chunk_progress(updates: Any, update: int) -> Any:
+    """A whole chunk's episode statistics as one progress report."""
+    import numpy as np
+
+    from jaxrl.loop import Progress
+
+    return Progress(
+        np.int32(update),
+        np.asarray(updates.episode_return_sum, np.float64).sum(axis=1),
+        np.asarray(updates.episodes).sum(axis=1),
+    )
+
+
+def _profile(job: Job, trainer: Any, carry: Any, log: Callable[[str], None]) -> dict[str, Any]:
+    """profile=true: the per-update time breakdown (written to profile.json and
+    printed); the first chunk is traced into ``RUN_DIR/profile``."""
+    from jaxrl.profile import breakdown, format_breakdown
+
+    log("profile: timing the parts of one update as separate programs …")
+    result = breakdown(trainer, carry.states, carry.hparams)
+    result["trace_dir"] = os.path.join(job.run_dir, "profile")
+    write_json(os.path.join(job.run_dir, "profile.json"), result)
+    log(format_breakdown(result))
+    log(f"profile: tracing the first chunk into {result['trace_dir']} (tensorboard --logdir, or Perfetto)")
+    return result
 
 
 def _flat_config(job: Job) -> dict[str, Any]:

@@ -468,6 +468,15 @@ def tree_all_finite(tree: Any) -> jax.Array:
 # ---------------------------------------------------------------------------
 
 
+class _Prepared(NamedTuple):
+    batch: Batch  # flat [num_steps * num_envs, ...]
+    targets: jax.Array  # [T, N] value targets (raw scale)
+    done: jax.Array  # [T, N]
+    return_stats: Any
+    discounted: jax.Array
+    value_stats: Any
+
+
 def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
     """PPO for ``num_envs`` parallel copies of ``env`` and a known update budget
     (``num_updates`` sets the linear learning-rate annealing)."""
@@ -492,7 +501,9 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
             key=key,
         )
 
-    def update(state: PPOState, hp: HParams, update_idx: jax.Array) -> tuple[PPOState, UpdateMetrics]:
+    def prepare(state: PPOState, hp: HParams) -> tuple[PPOState, Any, Any]:
+        """Rollout, reward/value normalization and GAE: ``(state, traj, prepared)``
+        with the flat minibatch source ``prepared.batch``."""
         state, traj = rollout(state, env, env_params, network, algo)
         # Values of the pre-reset next observations, in one batched pass.
         # (The normalizer is the one used while acting: it is updated after learning.)
@@ -534,7 +545,10 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
             _prepare_obs(state, traj.obs, algo), traj.action, traj.log_prob, old_values, advantages, value_targets
         )
         batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
+        return state, traj, _Prepared(batch, targets, done, return_stats, discounted, value_stats)
 
+    def update(state: PPOState, hp: HParams, update_idx: jax.Array) -> tuple[PPOState, UpdateMetrics]:
+        state, traj, (batch, targets, done, return_stats, discounted, value_stats) = prepare(state, hp)
         if algo.lr_schedule == "linear":
             lr = hp.lr * (1.0 - update_idx.astype(jnp.float32) / num_updates)
         elif algo.lr_schedule == "constant":
@@ -585,7 +599,14 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
         dist = distribution(network, state.params, policy_out)
         return env_action(sample_action(dist, key), network, env)
 
-    return Agent(init, update, act, sample, network, num_envs * algo.num_steps)
+    phases = (
+        (
+            "rollout: env step + policy forward + sampling",
+            lambda state, hp: rollout(state, env, env_params, network, algo),
+        ),
+        ("advantages: final-obs values, normalization, GAE, batch", prepare),
+    )
+    return Agent(init, update, act, sample, network, num_envs * algo.num_steps, phases=phases)
 
 
 PPOHParams = HParams  # the name research code imports

@@ -385,4 +385,9 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
         action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).sample_and_log_prob(key)
         return to_env(action)
 
-    return Agent(init, update, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs)
+    phases = (
+        ("collect: env step + policy sampling + buffer write", lambda s, hp: env_steps(s, algo.num_steps, False)),
+    )
+    return Agent(
+        init, update, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs, phases=phases
+    )

@@ -50,6 +50,8 @@ UNSWEEPABLE = {
     "keep": "set it once",
     "on_nan": "set it once",
     "deterministic": "set it once",
+    "compile_cache": "set it once",
+    "profile": "set it once",
     "num_evals": "set it once (it fixes the evaluation points every configuration is compared at)",
 }
 UNSWEEPABLE_PREFIXES = {

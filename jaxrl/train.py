@@ -27,7 +27,7 @@ from jaxrl.config import Config, ConfigError, parse, seed_ids, to_dict, validate
 __all__ = ["main", "run", "resolve"]
 
 # Overrides that may accompany resume= (they do not change the numbers).
-RESUME_OK = {"progress", "plots", "keep", "checkpoint", "resume", "logger", "wandb_project"}
+RESUME_OK = {"progress", "plots", "keep", "checkpoint", "resume", "logger", "wandb_project", "compile_cache", "profile"}
 
 USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value ...]
 
@@ -39,7 +39,9 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   algo.gamma=0.99 algo.gae_lambda=0.95 algo.clip_eps=0.2 algo.ent_coef=0.01
   algo.vf_coef=0.5 algo.max_grad_norm=0.5 algo.lr_schedule=linear|constant|adaptive
   algo.hidden_sizes=[64,64] algo.activation=tanh algo.normalize_obs=false
-  run_dir=PATH resume=RUN_DIR progress=true plots=true keep=2 on_nan=stop|drop
+  run_dir=PATH resume=RUN_DIR progress=true|chunk|false plots=true keep=2 on_nan=stop|drop
+  profile=true (time per update: rollout / advantages / learner, plus a jax.profiler trace)
+  compile_cache=auto|off|DIR (persistent XLA cache; auto: $JAXRL_COMPILE_CACHE or ~/.cache/jaxrl/xla)
   pbt.population=16 pbt.interval=20 pbt.hparams=[lr,ent_coef,clip_eps]
   (sweeps: python -m jaxrl.sweep …; comparisons: python -m jaxrl.report RUN_DIR …)
 

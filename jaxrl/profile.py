@@ -1,0 +1,144 @@
+"""``profile=true``: where the time of one update goes.
+
+The training update is one fused XLA program, so its parts cannot be timed
+from inside it. Instead each part is compiled as its own program over the same
+members and shapes and timed on the run's real state (pure functions: the
+run's state and numbers are untouched):
+
+* ``env only``: ``num_steps`` steps of every env with random actions — the
+  environment's ceiling at this env count;
+* the algorithm's cumulative prefixes of its update (``Agent.phases``; PPO:
+  rollout, then rollout + advantages);
+* ``full update``: the whole update as trained.
+
+Each phase's own cost is the difference between consecutive prefixes; the
+learner is the full update minus the last prefix. A rollout-bound run spends
+most of its time before the learner, a learner-bound one after it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import jax
+
+__all__ = ["breakdown", "format_breakdown"]
+
+
+def _time(fn: Any, *args: Any, repeats: int) -> tuple[float, float]:
+    """(compile seconds, median seconds per call) of ``jax.jit(fn)(*args)``."""
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    jax.block_until_ready(compiled(*args))  # warm
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        times.append(time.perf_counter() - t0)
+    return compile_s, statistics.median(times)
+
+
+def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict[str, Any]:
+    """Time the phases of one update over every member of ``states``.
+
+    Args:
+      trainer: the run's :class:`jaxrl.loop.Trainer`.
+      states: TrainState with leaves ``[M, ...]``.
+      hparams: hyperparameters with leaves ``[M]``.
+
+    Returns:
+      ``{"members", "env_steps_per_update", "phases": [{"phase", "ms", "share",
+      "env_steps_per_s"}], "full_update_ms", ...}``; shares are of the full update.
+    """
+    agent, env = trainer.agent, trainer.env
+    steps = trainer.config.algo.num_steps
+    num_envs = trainer.config.num_envs
+    members = int(jax.tree.leaves(hparams)[0].shape[0])
+    params = env.default_params
+
+    def env_only(state: Any) -> Any:
+        def step(carry, _):
+            env_state, key = carry
+            key, key_act, key_env = jax.random.split(key, 3)
+            actions = jax.vmap(env.random_action)(jax.random.split(key_act, num_envs))
+            env_state, out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(key_env, num_envs), env_state, actions, params
+            )
+            return (env_state, key), out.reward
+
+        return jax.lax.scan(step, (state.agent.env_state, state.eval_key), None, length=steps)
+
+    probes: list[tuple[str, Any]] = [("env only: random actions, no policy", jax.vmap(env_only))]
+    for label, fn in agent.phases:
+        probes.append((label, jax.vmap(lambda s, hp, fn=fn: fn(s.agent, hp))))
+    probes.append(("full update", jax.vmap(lambda s, hp: trainer.update(s, hp))))
+
+    measured = []
+    for label, fn in probes:
+        args = (states,) if label.startswith("env only") else (states, hparams)
+        compile_s, seconds = _time(fn, *args, repeats=repeats)
+        measured.append((label, compile_s, seconds))
+    full = measured[-1][2]
+    env_steps = trainer.steps_per_update * members
+    rows = [
+        {
+            "phase": measured[0][0],
+            "ms": measured[0][2] * 1e3,
+            "share": measured[0][2] / full,
+            "env_steps_per_s": env_steps / measured[0][2],
+            "cumulative": False,
+        }
+    ]
+    previous = 0.0
+    for label, _, seconds in measured[1:-1]:
+        rows.append(
+            {
+                "phase": label,
+                "ms": (seconds - previous) * 1e3,
+                "share": (seconds - previous) / full,
+                "cumulative_ms": seconds * 1e3,
+                "env_steps_per_s": env_steps / seconds,
+                "cumulative": True,
+            }
+        )
+        previous = seconds
+    rows.append(
+        {
+            "phase": "learner: epochs × minibatches of forward/backward + optimizer"
+            if trainer.config.algo.name == "ppo"
+            else "learner: gradient steps on replayed batches",
+            "ms": (full - previous) * 1e3,
+            "share": (full - previous) / full,
+            "cumulative": True,
+        }
+    )
+    learner_share = (full - previous) / full
+    return {
+        "members": members,
+        "env_steps_per_update": env_steps,
+        "full_update_ms": full * 1e3,
+        "full_update_env_steps_per_s": env_steps / full,
+        "phases": rows,
+        "bound": "learner-bound" if learner_share >= 0.5 else "rollout-bound",
+        "compile_s": {label: round(c, 2) for label, c, _ in measured},
+        "repeats": repeats,
+    }
+
+
+def format_breakdown(result: dict[str, Any]) -> str:
+    """The breakdown as a small text table."""
+    lines = [
+        f"profile: one update of {result['members']} members × {result['env_steps_per_update'] // result['members']} "
+        f"env steps = {result['full_update_ms']:.2f} ms "
+        f"({result['full_update_env_steps_per_s']:,.0f} env steps/s) · {result['bound']}",
+        f"  {'phase':<62} {'ms':>9} {'share':>7}",
+    ]
+    for row in result["phases"]:
+        share = f"{row['share'] * 100:6.1f}%" if row["cumulative"] else f"({row['share'] * 100:4.0f}%)"
+        lines.append(f"  {row['phase']:<62} {row['ms']:9.2f} {share:>7}")
+    lines.append("  (env only is the ceiling of the environment alone, not a part of the update; parts are")
+    lines.append("   timed as separate programs, so they add up to the fused update only approximately)")
+    return "\n".join(lines)
