@@ -24,8 +24,18 @@ lint: $(STAMP)
 train: $(STAMP)
 	$(BIN)/python -m jaxrl.train env=cartpole seeds=16
 
+# Every benchmark of experiments/bench (≈ 30 min on 2 CPU cores); results in
+# experiments/results/*.json and the Markdown table experiments/results/bench.md.
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
 	$(BIN)/python experiments/bench_cartpole.py
+	$(BIN)/python experiments/bench/peers.py all
+	$(BIN)/python experiments/bench/ceiling.py
+	$(BIN)/python experiments/bench/scaling.py
+	$(BIN)/python experiments/bench/gae.py
+	$(BIN)/python experiments/bench/time_to_solve.py
+	$(BIN)/python experiments/bench/devices.py
+	$(BIN)/python experiments/bench/table.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

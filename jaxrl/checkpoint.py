@@ -76,9 +76,10 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def restore(
-        self, abstract_state: Any, chunk: int | None = None, field: str = "resume"
+        self, abstract_state: Any, chunk: int | None = None, field: str = "resume", shardings: Any = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Restore into the structure of ``abstract_state`` (``jax.eval_shape`` of init)."""
+        """Restore into the structure of ``abstract_state`` (``jax.eval_shape`` of
+        init), laid out as ``shardings`` (a NamedSharding per leaf) when given."""
         import jax
 
         from jaxrl import __version__
@@ -115,6 +116,10 @@ class Checkpointer:
                 f"resume with jaxrl {meta.get('jaxrl_version', '?')}, or start a new run",
             )
         raw_abstract = jax.eval_shape(keys_to_data, abstract_state)
+        if shardings is not None:  # key data keeps the key's layout (its extra axis is last)
+            raw_abstract = jax.tree.map(
+                lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), raw_abstract, shardings
+            )
         try:
             restored = self.manager.restore(
                 step,

@@ -198,6 +198,19 @@ class PBTConfig:
 
 
 @dataclass(frozen=True)
+class DistConfig:
+    """Multi-host runs through ``jax.distributed`` (one process per host, each
+    driving its local devices). ``auto=true`` lets JAX detect SLURM / Open MPI /
+    TPU / Kubernetes clusters from their environment variables."""
+
+    coordinator: str = ""  # HOST:PORT of process 0; empty and auto=false: single process
+    num_processes: int = 1
+    process_id: int = 0
+    auto: bool = False
+    heartbeat_s: int = 30  # a process silent this long counts as dead: the others stop with an error
+
+
+@dataclass(frozen=True)
 class SweepConfig:
     """``python -m jaxrl.sweep``: grid (default) or random search."""
 
@@ -224,6 +237,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     pbt: PBTConfig = field(default_factory=PBTConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
     run_dir: str | None = None  # default: <runs_root>/<env>-<algo>-<timestamp>
     runs_root: str = "runs"
     resume: str | None = None  # a run directory to continue
@@ -239,6 +253,8 @@ class Config:
         "auto"  # persistent XLA cache: auto ($JAXRL_COMPILE_CACHE or the user cache dir) | off | a directory
     )
     profile: bool = False  # time rollout / advantages / learner per update and write a jax.profiler trace
+    parallel: str = "seeds"  # seeds: members (seeds × configurations) sharded over devices | data: one run's envs split over devices
+    devices: int = 0  # devices to use (0: all; in multi-process runs, all of every process)
 
     @property
     def rollout_size(self) -> int:
@@ -368,7 +384,13 @@ def _field_types(cls: type) -> dict[str, Any]:
     return {f.name: f.type for f in dataclasses.fields(cls)}
 
 
-SECTIONS: dict[str, type] = {"env": EnvConfig, "eval": EvalConfig, "pbt": PBTConfig, "sweep": SweepConfig}
+SECTIONS: dict[str, type] = {
+    "env": EnvConfig,
+    "eval": EvalConfig,
+    "pbt": PBTConfig,
+    "sweep": SweepConfig,
+    "dist": DistConfig,
+}
 
 
 def schema(algo: str = "ppo") -> dict[str, dataclasses.Field]:
@@ -698,6 +720,7 @@ def validate(config: Config) -> Config:
         raise ConfigError(
             "compile_cache", config.compile_cache, "must be auto, off or a directory", "pass compile_cache=off"
         )
+    _validate_parallel(config)
     if config.on_nan not in ("stop", "drop"):
         raise ConfigError("on_nan", config.on_nan, "must be stop or drop", "pass on_nan=stop")
     if config.eval.max_steps < 0:
@@ -856,6 +879,46 @@ def _validate_logger(logger: str) -> None:
             raise ConfigError(
                 "logger", logger, f"needs the {module} package, which is not installed", f"pip install 'jaxrl[{extra}]'"
             )
+
+
+def _validate_parallel(config: Config) -> None:
+    if config.parallel not in ("seeds", "data"):
+        raise ConfigError("parallel", config.parallel, "must be seeds or data", "pass parallel=seeds")
+    if isinstance(config.devices, bool) or not isinstance(config.devices, int) or config.devices < 0:
+        raise ConfigError("devices", config.devices, "must be an integer ≥ 0 (0: all devices)", "pass devices=0")
+    if config.parallel == "data" and config.algo.name != "ppo":
+        raise ConfigError(
+            "parallel",
+            "data",
+            f"splits PPO's envs over devices; {config.algo.name} shards seeds only",
+            "pass parallel=seeds",
+        )
+    dist = config.dist
+    if isinstance(dist.num_processes, bool) or not isinstance(dist.num_processes, int) or dist.num_processes < 1:
+        raise ConfigError(
+            "dist.num_processes", dist.num_processes, "must be an integer ≥ 1", "pass dist.num_processes=2"
+        )
+    if not 0 <= dist.process_id < dist.num_processes:
+        raise ConfigError(
+            "dist.process_id",
+            dist.process_id,
+            f"must lie in [0, {dist.num_processes - 1}] (dist.num_processes={dist.num_processes})",
+            "number the processes 0 … N-1",
+        )
+    if dist.num_processes > 1 and not dist.coordinator and not dist.auto:
+        raise ConfigError(
+            "dist.coordinator",
+            "",
+            "is needed when dist.num_processes > 1",
+            "pass dist.coordinator=HOST:PORT of process 0",
+        )
+    if dist.coordinator:
+        host, sep, port = dist.coordinator.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(
+                "dist.coordinator", dist.coordinator, "must be HOST:PORT", "pass e.g. dist.coordinator=10.0.0.1:1234"
+            )
+    _positive_int("dist.heartbeat_s", dist.heartbeat_s, 30)
 
 
 def _validate_pbt(pbt: PBTConfig) -> None:

@@ -237,12 +237,29 @@ def _stop(log, stopper: StopRequest, job: Job, last_saved: int, num_chunks: int,
         log(f"stopped after chunk {last_saved}/{num_chunks}; checkpoint saved")
         log(f"continue with: {resume_cmd}")
     else:
-        if job.created:  # nothing worth keeping: leave no half-made run directory behind
+        from jaxrl.parallel import is_primary
+
+        if job.created and is_primary():  # nothing worth keeping: leave no half-made run directory behind
             import shutil
 
             shutil.rmtree(job.run_dir, ignore_errors=True)
         log("stopped before the first chunk finished; nothing was saved (start again to train)")
     return Outcome(stopper.exit_code if stopper.signum is not None else 0, None)
+
+
+# Config fields that may change between a run and its resume.
+NOT_HASHED = (
+    "progress",
+    "plots",
+    "keep",
+    "checkpoint",
+    "logger",
+    "wandb_project",
+    "compile_cache",
+    "profile",
+    "devices",
+    "dist",
+)
 
 
 def config_digest(job: Job, hparams_host: Any) -> str:
@@ -251,6 +268,8 @@ def config_digest(job: Job, hparams_host: Any) -> str:
     from jaxrl.logs import jsonable
 
     data = to_dict(dataclasses.replace(job.config, run_dir=None, resume=None))
+    for name in NOT_HASHED:  # how a run is watched or laid out, not what it computes
+        data.pop(name, None)
     data["_members"] = {
         "seeds": list(job.seeds),
         "config_index": list(job.config_index),
@@ -337,26 +356,36 @@ def execute(
     resume_cmd = resume_cmd or f"python -m jaxrl.train resume={job.run_dir}"
     heldout_settings = parse_perturb(config.eval.perturb, env)  # checked before anything compiles
 
+    from jaxrl import parallel
     from jaxrl._platform import enable_compile_cache
 
     cache = enable_compile_cache(config.compile_cache)
-    progress = LiveProgress(trainer.num_updates, trainer.steps_per_update, num_members, enabled=bool(config.progress))
+    primary = parallel.is_primary()
+    if not primary:  # other processes of a multi-process run only report errors
+        outer_log = log
+        log = lambda text: outer_log(text) if text.startswith("error") else None  # noqa: E731
+    progress = LiveProgress(
+        trainer.num_updates, trainer.steps_per_update, num_members, enabled=bool(config.progress) and primary
+    )
     # progress=true feeds the line from inside the program after every update (a
     # host callback, so JAX cannot keep that program in the persistent cache);
     # progress=chunk feeds it between chunks.
-    keys, init, program, abstract = build(job, trainer, progress if config.progress is True else None)
+    keys, init, program, abstract = build(job, trainer, progress if config.progress is True and primary else None)
+    layout = parallel.plan(config, num_members)  # None: one device
+    shardings = parallel.carry_shardings(layout, abstract) if layout else None
     checkpointer = None
     metrics_log = JsonlWriter(os.path.join(job.run_dir, "metrics.jsonl"))
     start_chunk, train_s_before, carry = 0, 0.0, None
     if job.resuming:  # check the checkpoint before printing or compiling anything
         checkpointer = Checkpointer(job.run_dir, keep=config.keep)
-        carry, meta = checkpointer.restore(abstract)
+        carry, meta = checkpointer.restore(abstract, shardings=shardings)
         if meta.get("config_hash") != chash:
             raise ConfigError("resume", job.run_dir, "checkpoint was written by a different config", "start a new run")
         start_chunk = int(meta["chunk"])
         train_s_before = float(meta.get("train_time_s", 0.0))
     else:
-        os.makedirs(job.run_dir, exist_ok=True)
+        if primary:
+            os.makedirs(job.run_dir, exist_ok=True)
         if config.checkpoint:
             checkpointer = Checkpointer(job.run_dir, keep=config.keep)
     configs = len(job.labels)
@@ -369,15 +398,21 @@ def execute(
     log(
         f"{env.name} · {config.algo.name} · {what} × {config.num_envs} envs · "
         f"{format_count(trainer.total_env_steps)} steps each in {trainer.num_chunks} chunks of {trainer.chunk_updates} updates"
-        f" · {jax.default_backend()} ({jax.device_count()} device)"
+        f" · {jax.default_backend()} ({_devices_text(layout)})"
     )
-    if job.resuming:
+    if job.resuming and primary:
         metrics_log.truncate(lambda r: int(r.get("chunk", 0)) < start_chunk)
         log(f"resuming after chunk {start_chunk}/{trainer.num_chunks}")
 
     t0 = time.perf_counter()
-    init_c = jax.jit(init).lower(keys, job.hparams).compile() if carry is None else None
-    program_c = jax.jit(program, donate_argnums=0).lower(abstract).compile()
+    if layout is None:
+        init_jit, program_jit = jax.jit(init), jax.jit(program, donate_argnums=0)
+    else:
+        rep = parallel.replicated(layout)
+        init_jit = jax.jit(init, out_shardings=shardings)
+        program_jit = jax.jit(program, donate_argnums=0, in_shardings=(shardings,), out_shardings=(shardings, rep, rep))
+    init_c = init_jit.lower(keys, job.hparams).compile() if carry is None else None
+    program_c = program_jit.lower(abstract).compile()
     compile_s = time.perf_counter() - t0
     if carry is None:
         carry = init_c(keys, job.hparams)
@@ -387,10 +422,14 @@ def execute(
         profile_result = _profile(job, trainer, carry, log)
 
     progress.update = start_chunk * trainer.chunk_updates
-    failed_at = np.asarray(jax.device_get(carry.states.failed_at))
+    failed_at = parallel.to_host(carry.states.failed_at)
     train_s, last_saved = 0.0, start_chunk
     try:
-        writers = _writers(job, trainer.env_steps(start_chunk * trainer.chunk_updates) if start_chunk else 0)
+        writers = (
+            _writers(job, trainer.env_steps(start_chunk * trainer.chunk_updates) if start_chunk else 0)
+            if primary
+            else []
+        )
     except Exception as error:  # a dashboard that cannot start is a setup problem
         if job.created:
             import shutil
@@ -404,7 +443,7 @@ def execute(
         if stopper.signum is not None:
             return _stop(log, stopper, job, last_saved, trainer.num_chunks, resume_cmd)
         for chunk in range(start_chunk, trainer.num_chunks):
-            hparams_now = jax.tree.map(np.asarray, jax.device_get(carry.hparams)) if use_pbt else None
+            hparams_now = jax.tree.map(parallel.to_host, carry.hparams) if use_pbt else None
             t_chunk = time.perf_counter()
             if profile_result is not None and chunk == start_chunk:
                 with jax.profiler.trace(profile_result["trace_dir"]):
@@ -424,7 +463,7 @@ def execute(
                 if job.record_updates
                 else []
             )
-            now_failed = np.asarray(jax.device_get(carry.states.failed_at))
+            now_failed = parallel.to_host(carry.states.failed_at)
             alive = now_failed == 0
             eval_returns = np.asarray(metrics.eval.returns, np.float64)  # [M, E]
             seed_means = np.where(alive, eval_returns.mean(axis=1), np.nan)
@@ -446,7 +485,8 @@ def execute(
                 record["hparams"] = {k: v for k, v in dataclasses.asdict(hparams_now).items()}
                 record["parents"] = np.asarray(step.parents)
             records.append(record)
-            metrics_log.write(records)
+            if primary:
+                metrics_log.write(records)
             for writer in writers:
                 writer.write(records)
             new_failures = [(job.seeds[i], i, int(now_failed[i])) for i in np.flatnonzero((failed_at == 0) & ~alive)]
@@ -504,10 +544,13 @@ def execute(
         heldout = None
         if heldout_settings:
             heldout = _heldout(trainer, env, carry.states, heldout_settings, log)
+        if not primary:
+            return Outcome(0, None)
         records = metrics_log.read()
         summary = summarize(
             job, trainer, env, records, compile_s, train_s_before + train_s, time.perf_counter() - t_start, heldout
         )
+        summary["devices"] = layout.size if layout else 1
         if profile_result is not None:
             summary["profile"] = profile_result
         block = summary["configs"][0]
@@ -520,6 +563,16 @@ def execute(
             writer.close()
         if checkpointer is not None:
             checkpointer.close()
+
+
+def _devices_text(layout: Any) -> str:
+    import jax
+
+    if layout is None:
+        return "1 device"
+    what = "members sharded" if layout.mode == "seeds" else "envs split"
+    hosts = f" on {jax.process_count()} processes" if jax.process_count() > 1 else ""
+    return f"{layout.size} devices{hosts}, {what}"
 
 
 def _chunk_progress(updates: Any, update: int) -> Any:
@@ -543,7 +596,10 @@ def _profile(job: Job, trainer: Any, carry: Any, log: Callable[[str], None]) -> 
     log("profile: timing the parts of one update as separate programs …")
     result = breakdown(trainer, carry.states, carry.hparams)
     result["trace_dir"] = os.path.join(job.run_dir, "profile")
-    write_json(os.path.join(job.run_dir, "profile.json"), result)
+    from jaxrl.parallel import is_primary
+
+    if is_primary():
+        write_json(os.path.join(job.run_dir, "profile.json"), result)
     log(format_breakdown(result))
     log(f"profile: tracing the first chunk into {result['trace_dir']} (tensorboard --logdir, or Perfetto)")
     return result
@@ -584,7 +640,9 @@ def _heldout(trainer, env, states, settings: list[dict[str, float]], log) -> dic
     stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *params)
     t0 = time.perf_counter()
     result = jax.jit(make_heldout(trainer))(states, stacked)
-    returns = np.asarray(jax.device_get(result.returns), np.float64).mean(axis=-1)  # [K, M]
+    from jaxrl.parallel import to_host
+
+    returns = np.asarray(to_host(result.returns), np.float64).mean(axis=-1)  # [K, M]
     log(
         f"held-out evaluation: {len(settings)} settings × {returns.shape[1]} members in {time.perf_counter() - t0:.1f} s"
     )

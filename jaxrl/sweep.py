@@ -52,9 +52,12 @@ UNSWEEPABLE = {
     "deterministic": "set it once",
     "compile_cache": "set it once",
     "profile": "set it once",
+    "parallel": "set it once",
+    "devices": "set it once",
     "num_evals": "set it once (it fixes the evaluation points every configuration is compared at)",
 }
 UNSWEEPABLE_PREFIXES = {
+    "dist.": "set it once",
     "sweep.": "sweep settings configure the sweep itself",
     "pbt.": "PBT runs through python -m jaxrl.train pbt.population=N",
     "eval.": "set evaluation settings once",
@@ -304,6 +307,14 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
         the_plan = plan(argv)
     else:
         the_plan = plan(argv)
+        dist = the_plan.configs[0].dist
+        if dist.coordinator or dist.auto or dist.num_processes > 1:
+            raise ConfigError(
+                "dist.coordinator",
+                dist.coordinator or "auto",
+                "sweeps run on one host (sharded over all its devices); multi-host runs go through python -m jaxrl.train",
+                "drop dist.*, or launch static groups on other machines with hydra's launchers (README)",
+            )
         sweep_dir = _sweep_dir(the_plan.configs[0])
     first = the_plan.configs[0]
     try:
@@ -319,6 +330,10 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
         {"dir": f"group-{g}", "configurations": [_label(the_plan.assignments[i]) for i in group]}
         for g, group in enumerate(the_plan.groups)
     ]
+    from jaxrl import parallel
+
+    for group in the_plan.groups:  # device layout errors before anything is written
+        parallel.plan(the_plan.configs[group[0]], len(group) * len(seed_ids(first)))
     if not resume:
         os.makedirs(sweep_dir, exist_ok=True)
         driver.write_json(

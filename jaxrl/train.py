@@ -27,7 +27,23 @@ from jaxrl.config import Config, ConfigError, parse, seed_ids, to_dict, validate
 __all__ = ["main", "run", "resolve"]
 
 # Overrides that may accompany resume= (they do not change the numbers).
-RESUME_OK = {"progress", "plots", "keep", "checkpoint", "resume", "logger", "wandb_project", "compile_cache", "profile"}
+RESUME_OK = {
+    "progress",
+    "plots",
+    "keep",
+    "checkpoint",
+    "resume",
+    "logger",
+    "wandb_project",
+    "compile_cache",
+    "profile",
+    "devices",
+    "dist.coordinator",
+    "dist.num_processes",
+    "dist.process_id",
+    "dist.auto",
+    "dist.heartbeat_s",
+}
 
 USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value ...]
 
@@ -104,7 +120,13 @@ def resolve(argv: list[str]) -> Config:
             )
         if key != "resume":
             parsed = parse([item])
-            changes[key] = getattr(parsed, key)
+            section, _, name = key.rpartition(".")
+            if section:  # e.g. dist.process_id: each process of a multi-process run passes its own
+                changes[section] = dataclasses.replace(
+                    changes.get(section, getattr(config, section)), **{name: getattr(getattr(parsed, section), name)}
+                )
+            else:
+                changes[key] = getattr(parsed, key)
     config = dataclasses.replace(config, run_dir=resume, resume=resume, **changes)
     return validate(config)
 
@@ -129,6 +151,30 @@ def _new_run_dir(config: Config) -> str:
         n += 1
         path = f"{base}-{n}"
     return os.path.abspath(path)
+
+
+def _shared_run_dir(config: Config) -> str:
+    """Process 0 picks (and checks) the run directory; every process gets it."""
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    from jaxrl.parallel import is_primary
+
+    buffer = np.zeros(4096, np.uint8)
+    error = None
+    if is_primary():
+        try:
+            path = _new_run_dir(config).encode()
+            buffer[: len(path)] = np.frombuffer(path, np.uint8)
+        except ConfigError as e:
+            error = e
+    buffer = np.asarray(multihost_utils.broadcast_one_to_all(buffer))
+    if error is not None:
+        raise error
+    text = bytes(buffer[buffer != 0]).decode()
+    if not text:
+        raise ConfigError("run_dir", config.run_dir, "process 0 could not create it", "see process 0's message")
+    return text
 
 
 def _write_config(path: str, config: Config) -> None:
@@ -202,8 +248,11 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper:
         stopper = driver.StopRequest()
         stopper.install()
     try:
+        from jaxrl import parallel
+
+        multi = parallel.start_distributed(config)
         resuming = config.resume is not None
-        run_dir = config.run_dir if resuming else _new_run_dir(config)
+        run_dir = config.run_dir if resuming else (_shared_run_dir(config) if multi else _new_run_dir(config))
         try:
             env = envs.from_config(config)
         except ConfigError:
@@ -217,7 +266,8 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper:
             ) from None
         driver.parse_perturb(config.eval.perturb, env)  # before anything is written
         job = job_for(config, run_dir, resuming)
-        if not resuming:
+        parallel.plan(config, len(job.seeds))  # device layout errors before anything is written
+        if not resuming and parallel.is_primary():
             os.makedirs(run_dir, exist_ok=True)
             _write_config(os.path.join(run_dir, "config.yaml"), dataclasses.replace(config, run_dir=run_dir))
         outcome = driver.execute(job, env, stop_after_chunks=stop_after_chunks, log=log, stopper=stopper)

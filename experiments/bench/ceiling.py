@@ -1,0 +1,152 @@
+"""The machine's ceiling and how close training gets to it (PPO CartPole).
+
+    python experiments/bench/ceiling.py [--seeds 1 16] [--out experiments/results/bench_ceiling.json]
+
+At PureJaxRL's settings (4 envs × 128 steps, 4 epochs × 4 minibatches, 64×64
+tanh actor and critic), per seed count, one compiled program each:
+
+* env only: the env stepped with random actions, same env count;
+* acting: env + policy forward + sampling (the rollout without learning);
+* training: the whole update (rollout, GAE, learner) — the trainer's program;
+* the machine's fp32 large-matmul rate (2048², jitted, median of 10);
+* training's FLOP rate, counted analytically: per env step one actor+critic
+  forward while acting (and one value pass of the final observation), plus
+  epochs × (forward + backward ≈ 3 forwards) in the learner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.config import parse, validate
+from jaxrl.loop import make_train
+from jaxrl.ppo import rollout
+
+SETTINGS = [
+    "env=cartpole",
+    "num_envs=4",
+    "algo.num_steps=128",
+    "algo.update_epochs=4",
+    "algo.num_minibatches=4",
+    "algo.lr=2.5e-4",
+    "algo.clip_eps=0.2",
+    "algo.ent_coef=0.01",
+    "algo.max_grad_norm=0.5",
+]
+
+
+def _median_time(fn, *args, repeats=7) -> float:
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def matmul_flops(n: int = 2048) -> float:
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+    b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
+    f = jax.jit(lambda a, b: a @ b)
+    return 2 * n**3 / _median_time(f, a, b, repeats=10)
+
+
+def forward_flops(obs_dim: int, hidden: tuple[int, ...], actions: int) -> int:
+    """FLOPs (2 per multiply-add) of one actor + critic forward on one observation."""
+
+    def mlp(sizes):
+        return sum(2 * a * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
+
+    return mlp([obs_dim, *hidden, actions]) + mlp([obs_dim, *hidden, 1])
+
+
+def measure(seeds: int, updates: int = 40) -> dict:
+    config = validate(parse([*SETTINGS, f"seeds={seeds}", f"total_timesteps={updates * 512}", "num_evals=1"]))
+    trainer = make_train(config)
+    env, algo, agent = trainer.env, config.algo, trainer.agent
+    keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
+    hp = jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x), (seeds,)), trainer.hparams)
+    states = jax.jit(jax.vmap(trainer.init))(keys, hp)
+    n, t = config.num_envs, algo.num_steps
+
+    def env_only(state):
+        def step(carry, _):
+            env_state, key = carry
+            key, ka, ke = jax.random.split(key, 3)
+            actions = jax.vmap(env.random_action)(jax.random.split(ka, n))
+            env_state, out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(ke, n), env_state, actions, env.default_params
+            )
+            return (env_state, key), out.reward
+
+        return jax.lax.scan(step, (state.agent.env_state, state.eval_key), None, length=t * updates)[1]
+
+    def acting(state):
+        def body(s, _):
+            s, traj = rollout(s, env, env.default_params, agent.network, algo)
+            return s, traj.reward
+
+        return jax.lax.scan(body, state.agent, None, length=updates)[1]
+
+    def training(state, hp):
+        return jax.lax.scan(lambda s, _: trainer.update(s, hp), state, None, length=updates)[1].loss
+
+    steps = seeds * n * t * updates
+    t_env = _median_time(jax.jit(jax.vmap(env_only)), states, repeats=5)
+    t_act = _median_time(jax.jit(jax.vmap(acting)), states, repeats=5)
+    t_train = _median_time(jax.jit(jax.vmap(training)), states, hp, repeats=3)
+    fwd = forward_flops(env.obs_shape[0], tuple(algo.hidden_sizes), env.action_space.n)
+    per_step = fwd * 2 + algo.update_epochs * 3 * fwd  # acting + final-obs value (upper bound) + learner
+    train_rate = steps / t_train
+    return {
+        "seeds": seeds,
+        "num_envs": n,
+        "env_only_steps_per_s": round(steps / t_env),
+        "acting_steps_per_s": round(steps / t_act),
+        "training_steps_per_s": round(train_rate),
+        "training_over_env_only": round(train_rate / (steps / t_env), 3),
+        "training_over_acting": round(train_rate / (steps / t_act), 3),
+        "flops_per_env_step": per_step,
+        "training_gflops": round(train_rate * per_step / 1e9, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--out", default="experiments/results/bench_ceiling.json")
+    args = parser.parse_args()
+    peak = matmul_flops()
+    print(f"fp32 matmul 2048²: {peak / 1e9:.1f} GFLOP/s", flush=True)
+    rows = []
+    for seeds in args.seeds:
+        row = measure(seeds)
+        row["training_flops_over_matmul_peak"] = round(row["training_gflops"] * 1e9 / peak, 3)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    result = {
+        "machine": {
+            "cpu": platform.machine(),
+            "cores": os.cpu_count(),
+            "backend": jax.default_backend(),
+            "jax": jax.__version__,
+        },
+        "matmul_gflops": round(peak / 1e9, 1),
+        "rows": rows,
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

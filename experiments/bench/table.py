@@ -1,0 +1,162 @@
+"""Collect experiments/results/bench_*.json into one Markdown file (bench.md),
+the tables the README's Performance section reproduces.
+
+    python experiments/bench/table.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+RESULTS = "experiments/results"
+
+
+def _load(name: str):
+    path = os.path.join(RESULTS, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _fmt(x) -> str:
+    if isinstance(x, float):
+        return f"{x:,.2f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+def main() -> None:
+    lines = ["# Benchmarks", ""]
+    peers = _load("bench_peers.json")
+    if peers:
+        lines += [f"Machine: {peers['machine']}", "", "## Side by side with peers (same process)", ""]
+        rows = []
+        for key in ("cartpole_ppo", "pendulum_sac"):
+            for r in peers.get(key, []):
+                a, b = r["jaxrl"], r["rejax"]
+                rows.append(
+                    [
+                        r["benchmark"],
+                        r["seeds"],
+                        a["env_steps_per_s"],
+                        b["env_steps_per_s"],
+                        r["throughput_ratio"],
+                        a["compile_s"],
+                        b["compile_s"],
+                        a["final_return_mean"],
+                        b["final_return_mean"],
+                    ]
+                )
+        lines += _table(
+            [
+                "benchmark",
+                "seeds",
+                "jaxrl steps/s",
+                "rejax steps/s",
+                "ratio",
+                "jaxrl compile s",
+                "rejax compile s",
+                "jaxrl return",
+                "rejax return",
+            ],
+            rows,
+        )
+        rows = []
+        for r in peers.get("brax_inverted_pendulum", []):
+            a, b = r["jaxrl"], r["brax"]
+            rows.append(
+                [
+                    r["benchmark"],
+                    a["steady_env_steps_per_s"],
+                    b["steady_env_steps_per_s"],
+                    r["throughput_ratio"],
+                    a["wall_s"],
+                    b["wall_s"],
+                    a["final_return_mean"],
+                    b["final_return_mean"],
+                ]
+            )
+        if rows:
+            lines += _table(
+                [
+                    "benchmark",
+                    "jaxrl steady steps/s",
+                    "brax steady steps/s",
+                    "ratio",
+                    "jaxrl wall s",
+                    "brax wall s",
+                    "jaxrl return",
+                    "brax return",
+                ],
+                rows,
+            )
+    ceiling = _load("bench_ceiling.json")
+    if ceiling:
+        lines += [f"## Ceiling (fp32 matmul 2048²: {ceiling['matmul_gflops']} GFLOP/s)", ""]
+        rows = [
+            [
+                r["seeds"],
+                r["env_only_steps_per_s"],
+                r["acting_steps_per_s"],
+                r["training_steps_per_s"],
+                r["training_over_acting"],
+                r["training_gflops"],
+                r["training_flops_over_matmul_peak"],
+            ]
+            for r in ceiling["rows"]
+        ]
+        lines += _table(
+            [
+                "seeds",
+                "env only steps/s",
+                "acting steps/s",
+                "training steps/s",
+                "training / acting",
+                "training GFLOP/s",
+                "of matmul peak",
+            ],
+            rows,
+        )
+    scaling = _load("bench_scaling.json")
+    if scaling:
+        lines += ["## Scaling (PPO CartPole, 128 steps, 4 × 4 minibatches)", ""]
+        rows = [
+            [r["num_envs"], r["seeds"], r["env_steps_per_s"], r["compile_s"], r["peak_rss_mib"]]
+            for r in scaling["vs_num_envs"] + scaling["vs_seeds"]
+        ]
+        lines += _table(["num_envs", "seeds", "env steps/s", "compile s", "peak RSS MiB"], rows)
+    gae = _load("bench_gae.json")
+    if gae:
+        lines += [f"## GAE on {gae['backend']}", ""]
+        rows = [[r["T"], r["N"], r["associative_us"], r["scan_us"], r["faster"]] for r in gae["rows"]]
+        lines += _table(["T", "N", "associative µs", "scan µs", "faster"], rows)
+    tts = _load("bench_time_to_solve.json")
+    if tts:
+        lines += ["## Time to solve CartPole × 16 seeds (all ≥ 475, compile included)", ""]
+        rows = []
+        for name, r in tts.items():
+            if isinstance(r, dict):
+                rows.append([name, r.get("time_to_solve_s", "not solved"), r.get("env_steps_at_solve", "—")])
+        lines += _table(["what", "time to solve s", "env steps per seed at solve"], rows)
+    devices = _load("bench_devices.json")
+    if devices:
+        kind = "simulated on the CPU" if devices["simulated"] else "real"
+        lines += [f"## Devices ({kind})", ""]
+        rows = [[r["parallel"], r["devices"], r["env_steps_per_s"], r["compile_s"], r["iqm"]] for r in devices["rows"]]
+        lines += _table(["parallel", "devices", "env steps/s", "compile s", "IQM"], rows)
+    with open(os.path.join(RESULTS, "bench.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

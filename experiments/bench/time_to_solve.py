@@ -1,0 +1,132 @@
+"""Time-to-solve CartPole × 16 seeds: wall time, compile included, until every
+seed's deterministic evaluation reaches 475.
+
+    python experiments/bench/time_to_solve.py [--out experiments/results/bench_time_to_solve.json]
+
+* jaxrl preset: ``python -m jaxrl.train env=cartpole seeds=16`` as a process;
+  the time is the launch-to-exit wall time minus the chunks after the first
+  evaluation at which all 16 seeds were solved.
+* PureJaxRL's default settings (4 envs × 128 steps, 4 × 4 minibatches, lr
+  2.5e-4) through the same CLI, 1M steps, 40 evaluations.
+* rejax at PureJaxRL's settings (if installed: ``pip install -e '.[bench]'``),
+  one program with 40 evaluations; its time is compile + run × (fraction of
+  the budget at the first all-solved evaluation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+PUREJAXRL = [
+    "num_envs=4",
+    "algo.num_steps=128",
+    "algo.update_epochs=4",
+    "algo.num_minibatches=4",
+    "algo.lr=2.5e-4",
+    "algo.ent_coef=0.01",
+    "algo.clip_eps=0.2",
+    "algo.max_grad_norm=0.5",
+    "algo.clip_value=true",
+    "total_timesteps=1000000",
+    "num_evals=40",
+    "eval.episodes=16",
+]
+
+
+def jaxrl_cli(extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["env=cartpole", "seeds=16", *extra, "progress=false", "plots=false", f"run_dir={tmp}/run"]
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "jaxrl.train", *args], capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr[-2000:])
+        evals = [json.loads(line) for line in open(f"{tmp}/run/metrics.jsonl")]
+        evals = [r for r in evals if r["type"] == "eval"]
+    solved_at = next((i for i, r in enumerate(evals) if min(r["eval_return"]) >= 475), None)
+    if solved_at is None:
+        return {"wall_s": round(wall, 1), "solved": False, "final_min_return": min(evals[-1]["eval_return"])}
+    after = sum(r["chunk_time_s"] for r in evals[solved_at + 1 :])
+    return {
+        "time_to_solve_s": round(wall - after, 1),
+        "env_steps_at_solve": evals[solved_at]["env_steps"],
+        "wall_s": round(wall, 1),
+        "solved": True,
+    }
+
+
+def rejax_run() -> dict:
+    import gymnax
+    import jax
+    from gymnax.wrappers.compat import LegacyStepAPIWrapper
+    from rejax import get_algo
+
+    class Legacy(LegacyStepAPIWrapper):
+        def __getattr__(self, name):
+            if name == "_env":
+                raise AttributeError(name)
+            return getattr(self._env, name)
+
+    total, evals = 1_000_000, 40
+    env, params = gymnax.make("CartPole-v1")
+    algo = get_algo("ppo").create(
+        env=Legacy(env),
+        env_params=params,
+        total_timesteps=total,
+        eval_freq=total // evals,
+        num_envs=4,
+        num_steps=128,
+        num_epochs=4,
+        num_minibatches=4,
+        learning_rate=2.5e-4,
+        max_grad_norm=0.5,
+        ent_coef=0.01,
+        clip_eps=0.2,
+        gamma=0.99,
+        gae_lambda=0.95,
+        vf_coef=0.5,
+        agent_kwargs={"activation": "tanh"},
+    )
+    keys = jax.random.split(jax.random.PRNGKey(0), 16)
+    t0 = time.perf_counter()
+    compiled = jax.jit(jax.vmap(algo.train)).lower(keys).compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, evaluation = jax.block_until_ready(compiled(keys))
+    run_s = time.perf_counter() - t0
+    returns = np.asarray(evaluation[1]).mean(-1)  # [seeds, evals]
+    solved = np.flatnonzero(returns.min(axis=0) >= 475)
+    out = {"compile_s": round(compile_s, 1), "run_s": round(run_s, 1), "solved": bool(solved.size)}
+    if solved.size:
+        frac = (solved[0]) / (returns.shape[1] - 1)
+        out["time_to_solve_s"] = round(compile_s + run_s * frac, 1)
+        out["env_steps_at_solve"] = int(frac * total)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="experiments/results/bench_time_to_solve.json")
+    args = parser.parse_args()
+    result = {"jaxrl_preset": jaxrl_cli([]), "jaxrl_purejaxrl_settings": jaxrl_cli(PUREJAXRL)}
+    print(json.dumps(result), flush=True)
+    try:
+        result["rejax_purejaxrl_settings"] = rejax_run()
+    except ImportError:
+        result["rejax_purejaxrl_settings"] = "not installed (pip install -e '.[bench]')"
+    print(json.dumps(result["rejax_purejaxrl_settings"]), flush=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

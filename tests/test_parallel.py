@@ -1,0 +1,177 @@
+"""Devices and hosts: sharded seeds, data parallelism, two processes.
+
+Simulated devices need XLA_FLAGS before jax starts, so every run here is a
+subprocess of ``python -m jaxrl.train``.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+TINY = [
+    "env=cartpole",
+    "num_envs=4",
+    "total_timesteps=4096",
+    "num_evals=2",
+    "eval.episodes=2",
+    "algo.num_steps=32",
+    "algo.num_minibatches=2",
+    "algo.update_epochs=2",
+    "plots=false",
+    "progress=false",
+]
+TIMING = {"chunk_time_s", "env_steps_per_s"}
+
+
+def _env(devices: int) -> dict[str, str]:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.getcwd())
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
+    return env
+
+
+def _train(args, devices=1, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "jaxrl.train", *args],
+        capture_output=True,
+        text=True,
+        env=_env(devices),
+        timeout=timeout,
+    )
+
+
+def _records(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in f]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_seed_sharded_run_equals_one_device(tmp_path):
+    """32 seeds over 4 devices (8 per device) == 32 seeds on one device,
+    bitwise (every metric of every update and the final evaluations)."""
+    args = [*TINY, "seeds=32", "checkpoint=false"]
+    one = _train([*args, f"run_dir={tmp_path / 'one'}"], devices=1)
+    four = _train([*args, f"run_dir={tmp_path / 'four'}"], devices=4)
+    assert one.returncode == 0, one.stderr[-2000:]
+    assert four.returncode == 0, four.stderr[-2000:]
+    assert "4 devices, members sharded" in four.stderr
+    assert json.loads((tmp_path / "four" / "summary.json").read_text())["devices"] == 4
+    assert _records(tmp_path / "one") == _records(tmp_path / "four")
+
+
+def test_data_parallel_matches_one_device_with_all_envs(tmp_path):
+    """parallel=data on 4 devices × 4 envs vs one device with 16 envs: the same
+    program partitioned by XLA, so only reduction order differs. Stated
+    tolerance: every per-update metric within 1e-5 relative + 1e-6 absolute."""
+    args = [*TINY, "seeds=2", "num_envs=16", "checkpoint=false"]
+    one = _train([*args, f"run_dir={tmp_path / 'one'}"], devices=1)
+    four = _train([*args, "parallel=data", f"run_dir={tmp_path / 'four'}"], devices=4)
+    assert one.returncode == 0, one.stderr[-2000:]
+    assert four.returncode == 0, four.stderr[-2000:]
+    assert "4 devices, envs split" in four.stderr
+    a, b = _records(tmp_path / "one"), _records(tmp_path / "four")
+    assert len(a) == len(b)
+    for ra, rb in zip(a, b, strict=True):
+        assert ra.keys() == rb.keys()
+        for key in ra:
+            if key == "type":
+                continue
+            np.testing.assert_allclose(
+                np.asarray(rb[key], float), np.asarray(ra[key], float), rtol=1e-5, atol=1e-6, err_msg=key
+            )
+
+
+def test_layout_errors_are_one_line_and_write_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _train([*TINY, "seeds=6", f"run_dir={run_dir}"], devices=4)
+    assert proc.returncode == 2
+    assert "do not split evenly over 4 devices" in proc.stderr and "devices=3" in proc.stderr
+    assert "Traceback" not in proc.stderr and not run_dir.exists()
+    proc = _train([*TINY, "seeds=1", "num_envs=6", "parallel=data", f"run_dir={run_dir}"], devices=4)
+    assert proc.returncode == 2 and "num_envs" in proc.stderr and "num_envs=8" in proc.stderr
+    proc = _train([*TINY, "seeds=2", "devices=8", f"run_dir={run_dir}"], devices=4)
+    assert proc.returncode == 2 and "only 4 devices" in proc.stderr
+    assert not run_dir.exists()
+
+
+def _launch(args, process_id, port, num=2):
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jaxrl.train",
+            *args,
+            f"dist.coordinator=127.0.0.1:{port}",
+            f"dist.num_processes={num}",
+            f"dist.process_id={process_id}",
+            "dist.heartbeat_s=5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(1),
+    )
+
+
+def test_two_processes_give_the_one_process_summary(tmp_path):
+    """Two processes (one CPU device each, gloo collectives) vs one process with
+    two devices: same sharded program, same numbers; only process 0 writes,
+    and the run resumes from the checkpoint both wrote."""
+    args = [*TINY, "seeds=2"]
+    port = _free_port()
+    procs = [_launch([*args, f"run_dir={tmp_path / 'multi'}"], i, port) for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    assert "IQM" in outs[0][0] and "IQM" not in outs[1][0]  # only process 0 reports
+    assert "2 devices on 2 processes" in outs[0][1]
+    single = _train([*args, f"run_dir={tmp_path / 'single'}"], devices=2)
+    assert single.returncode == 0, single.stderr[-2000:]
+    multi = json.loads((tmp_path / "multi" / "summary.json").read_text())
+    one = json.loads((tmp_path / "single" / "summary.json").read_text())
+    assert multi["final_eval_return"] == one["final_eval_return"]
+    assert _records(tmp_path / "multi") == _records(tmp_path / "single")
+    assert (tmp_path / "multi" / "checkpoints").is_dir()
+    # every process restores its shards of the final checkpoint (resume of a finished run: nothing left to train)
+    port = _free_port()
+    procs = [_launch([f"resume={tmp_path / 'multi'}"], i, port) for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    again = json.loads((tmp_path / "multi" / "summary.json").read_text())
+    assert again["final_eval_return"] == multi["final_eval_return"]
+
+
+def test_a_killed_process_stops_the_other(tmp_path):
+    args = [*TINY, "seeds=2", "total_timesteps=5000000", "num_evals=200", "checkpoint=false"]
+    port = _free_port()
+    procs = [_launch([*args, f"run_dir={tmp_path / 'run'}"], i, port) for i in range(2)]
+    try:
+        time.sleep(25)  # both joined and training
+        assert procs[0].poll() is None and procs[1].poll() is None
+        procs[1].send_signal(signal.SIGKILL)
+        t0 = time.time()
+        _, err = procs[0].communicate(timeout=120)
+        waited = time.time() - t0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert procs[0].returncode != 0
+    assert "another task died" in err or "unhealthy" in err, err[-3000:]
+    assert waited < 90
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
