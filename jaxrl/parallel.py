@@ -91,9 +91,15 @@ def plan(config: Config, num_members: int) -> Plan | None:
     import numpy as np
     from jax.sharding import Mesh
 
+    from jaxrl import _platform
+
     devices = jax.devices()
     multi = jax.process_count() > 1
     n = config.devices or len(devices)
+    if not config.devices and not multi and _platform.AUTO_CPU_DEVICES and devices[0].platform == "cpu":
+        # the CLI's one-device-per-core split: use as many cores as divide the members
+        # evenly (data parallelism over CPU cores does not pay: one device)
+        n = max(d for d in range(1, n + 1) if num_members % d == 0) if config.parallel == "seeds" else 1
     if n > len(devices):
         raise ConfigError(
             "devices", config.devices, f"only {len(devices)} devices are visible", f"pass devices={len(devices)} or 0"

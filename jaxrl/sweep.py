@@ -392,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stopper = StopRequest()
     stopper.install()
+    _platform.split_cpu_devices()  # before jax starts its backend
     try:
         return run(argv, stopper=stopper)
     except ConfigError as error:

@@ -340,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stopper = StopRequest()  # from the start: Ctrl-C while compiling also exits cleanly
     stopper.install()
+    _platform.split_cpu_devices()  # before jax starts its backend
     try:
         config = resolve(argv)
         return run(config, stopper=stopper)

@@ -51,6 +51,32 @@ def _records(run_dir):
         return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in f]
 
 
+def test_cli_splits_the_cpu_into_one_device_per_core(tmp_path):
+    """Without XLA_FLAGS, the CLI exposes JAXRL_CPU_DEVICES (default: the usable
+    cores) XLA:CPU devices and shards the members over as many as divide them."""
+    env = _env(1)
+    env["JAXRL_CPU_DEVICES"] = "2"
+    args = [*TINY, "checkpoint=false"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrl.train", *args, "seeds=4", f"run_dir={tmp_path / 'even'}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "2 devices, members sharded" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrl.train", *args, "seeds=3", f"run_dir={tmp_path / 'odd'}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "(1 device)" in proc.stderr  # 3 members do not split over 2 cores: one device, no error
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

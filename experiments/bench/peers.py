@@ -47,11 +47,32 @@ def _timed_jit(fn, *args):
     return out, compile_s, time.perf_counter() - t0
 
 
-def jaxrl_run(overrides: list[str], seeds: int) -> dict[str, Any]:
+def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str, Any]:
+    """``shard``: the seeds split over the CLI's one-XLA:CPU-device-per-core
+    layout (what ``python -m jaxrl.train`` does by default); else one device."""
     config = validate(parse([*overrides, f"seeds={seeds}", "num_evals=1", "progress=false"]))
     trainer = make_train(config)
     keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
-    (_, metrics), compile_s, run_s = _timed_jit(jax.vmap(trainer.train, in_axes=(0, None)), keys, trainer.hparams)
+    fn = jax.vmap(trainer.train, in_axes=(0, None))
+    devices = jax.devices()
+    if shard and len(devices) > 1 and seeds % len(devices) == 0:
+        from jax.sharding import Mesh, NamedSharding
+        from jax.sharding import PartitionSpec as P
+
+        mesh = Mesh(np.asarray(devices), ("d",))
+        keys = jax.device_put(keys, NamedSharding(mesh, P("d")))
+        t0 = time.perf_counter()
+        compiled = (
+            jax.jit(fn, in_shardings=(NamedSharding(mesh, P("d")), NamedSharding(mesh, P())))
+            .lower(keys, trainer.hparams)
+            .compile()
+        )
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        _, metrics = jax.block_until_ready(compiled(keys, trainer.hparams))
+        run_s = time.perf_counter() - t0
+    else:
+        (_, metrics), compile_s, run_s = _timed_jit(fn, keys, trainer.hparams)
     final = np.asarray(metrics.eval.returns)[:, -1].mean(-1)
     steps = trainer.total_env_steps * seeds
     return {
@@ -88,6 +109,15 @@ def rejax_run(algo_name: str, env_name: str, settings: dict[str, Any], seeds: in
         "final_return_mean": round(float(returns[:, -1].mean()), 1),
         "env_steps_per_seed": total,
     }
+
+
+def _sharded_row(overrides: list[str], seeds: int, peer: dict) -> dict[str, Any]:
+    """jaxrl with the seeds over the CLI's per-core devices (when they divide)."""
+    n = len(jax.devices())
+    if n < 2 or seeds % n:
+        return {}
+    ours = jaxrl_run(overrides, seeds, shard=True)
+    return {"jaxrl_sharded": ours, "sharded_throughput_ratio": _ratio(ours, peer)["throughput_ratio"]}
 
 
 def _ratio(ours: dict, peer: dict) -> dict[str, float]:
@@ -135,6 +165,7 @@ def cartpole(seeds_list: list[int]) -> list[dict[str, Any]]:
     for seeds in seeds_list:
         a = jaxrl_run(ours, seeds)
         b = rejax_run("ppo", "CartPole-v1", peer, seeds, total)
+        sharded = _sharded_row(ours, seeds, b)
         rows.append(
             {
                 "benchmark": "PPO CartPole-v1 (4 envs × 128 steps, 4 × 4 minibatches, 500k steps)",
@@ -142,6 +173,7 @@ def cartpole(seeds_list: list[int]) -> list[dict[str, Any]]:
                 "jaxrl": a,
                 "rejax": b,
                 **_ratio(a, b),
+                **sharded,
                 "differences": "jaxrl anneals lr linearly and clips the global gradient norm; rejax keeps lr constant and clips per element (optax.clip); 976 vs 980 updates (jaxrl rounds up to whole chunks)",
             }
         )
@@ -181,6 +213,7 @@ def sac(seeds_list: list[int]) -> list[dict[str, Any]]:
     for seeds in seeds_list:
         a = jaxrl_run(ours, seeds)
         b = rejax_run("sac", "Pendulum-v1", peer, seeds, total)
+        sharded = _sharded_row(ours, seeds, b)
         rows.append(
             {
                 "benchmark": "SAC Pendulum-v1 (1 env, UTD 1, batch 256, 64×64, 20k steps)",
@@ -188,6 +221,7 @@ def sac(seeds_list: list[int]) -> list[dict[str, Any]]:
                 "jaxrl": a,
                 "rejax": b,
                 **_ratio(a, b),
+                **sharded,
                 "differences": "jaxrl collects 8 steps then takes 8 gradient steps (UTD 1); rejax alternates 1 and 1; log-std bounds [-5, 2] vs [-10, 2]",
             }
         )
@@ -318,6 +352,9 @@ def brax() -> list[dict[str, Any]]:
 
 
 def main() -> None:
+    from jaxrl import _platform
+
+    _platform.split_cpu_devices()  # the CLI's layout, for the jaxrl_sharded rows (before jax starts)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("which", choices=["cartpole", "sac", "brax", "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 16])

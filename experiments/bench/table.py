@@ -43,33 +43,17 @@ def main() -> None:
         for key in ("cartpole_ppo", "pendulum_sac"):
             for r in peers.get(key, []):
                 a, b = r["jaxrl"], r["rejax"]
-                rows.append(
-                    [
-                        r["benchmark"],
-                        r["seeds"],
-                        a["env_steps_per_s"],
-                        b["env_steps_per_s"],
-                        r["throughput_ratio"],
-                        a["compile_s"],
-                        b["compile_s"],
-                        a["final_return_mean"],
-                        b["final_return_mean"],
-                    ]
-                )
-        lines += _table(
-            [
-                "benchmark",
-                "seeds",
-                "jaxrl steps/s",
-                "rejax steps/s",
-                "ratio",
-                "jaxrl compile s",
-                "rejax compile s",
-                "jaxrl return",
-                "rejax return",
-            ],
-            rows,
-        )
+                variants = [("1 device", a, r["throughput_ratio"])]
+                if "jaxrl_sharded" in r:
+                    variants.append(("seeds over cores (CLI)", r["jaxrl_sharded"], r["sharded_throughput_ratio"]))
+                for layout, ours, ratio in variants:
+                    rows.append(
+                        [r["benchmark"], r["seeds"], layout, ours["env_steps_per_s"], b["env_steps_per_s"], ratio]
+                        + [ours["compile_s"], b["compile_s"], ours["final_return_mean"], b["final_return_mean"]]
+                    )
+        header = ["benchmark", "seeds", "jaxrl layout", "jaxrl steps/s", "rejax steps/s", "ratio"]
+        header += ["jaxrl compile s", "rejax compile s", "jaxrl return", "rejax return"]
+        lines += _table(header, rows)
         rows = []
         for r in peers.get("brax_inverted_pendulum", []):
             a, b = r["jaxrl"], r["brax"]
