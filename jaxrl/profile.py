@@ -24,7 +24,19 @@ from typing import Any
 
 import jax
 
-__all__ = ["breakdown", "format_breakdown"]
+__all__ = ["breakdown", "format_breakdown", "median_seconds"]
+
+
+def median_seconds(fn: Any, *args: Any, repeats: int = 5) -> float:
+    """Median wall seconds of ``fn(*args)`` (a compiled or jitted function) over
+    ``repeats`` calls after one warm-up call, each waited for."""
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def _time(fn: Any, *args: Any, repeats: int) -> tuple[float, float]:
@@ -32,13 +44,7 @@ def _time(fn: Any, *args: Any, repeats: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
     compile_s = time.perf_counter() - t0
-    jax.block_until_ready(compiled(*args))  # warm
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        times.append(time.perf_counter() - t0)
-    return compile_s, statistics.median(times)
+    return compile_s, median_seconds(compiled, *args, repeats=repeats)
 
 
 def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict[str, Any]:

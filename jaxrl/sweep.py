@@ -24,7 +24,6 @@ import itertools
 import json
 import os
 import sys
-import time
 from typing import Any
 
 from jaxrl import _platform
@@ -256,25 +255,9 @@ def _job(plan_: Plan, group: list[int], run_dir: str, resuming: bool):
 
 
 def _sweep_dir(config: Config) -> str:
-    from jaxrl.envs import canonical_name
+    from jaxrl.train import _new_run_dir
 
-    if config.run_dir:
-        path = os.path.abspath(os.path.expanduser(config.run_dir))
-        if os.path.exists(path) and os.listdir(path):
-            raise ConfigError(
-                "run_dir",
-                config.run_dir,
-                "already exists and is not empty",
-                f"pick a new run_dir, or finish it with resume={config.run_dir}",
-            )
-        return path
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(config.runs_root, f"sweep-{canonical_name(config.env.name)}-{config.algo.name}-{stamp}")
-    path, n = base, 1
-    while os.path.exists(path):
-        n += 1
-        path = f"{base}-{n}"
-    return os.path.abspath(path)
+    return _new_run_dir(config, prefix="sweep-", again="finish")
 
 
 def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int | None = None) -> int:

@@ -131,7 +131,9 @@ def resolve(argv: list[str]) -> Config:
     return validate(config)
 
 
-def _new_run_dir(config: Config) -> str:
+def _new_run_dir(config: Config, prefix: str = "", again: str = "continue") -> str:
+    """``config.run_dir`` (which must be empty or absent), else a fresh
+    ``<runs_root>/<prefix><env>-<algo>-<timestamp>`` (the sweep's too)."""
     if config.run_dir:
         path = os.path.abspath(os.path.expanduser(config.run_dir))
         if os.path.exists(path) and os.listdir(path):
@@ -139,13 +141,13 @@ def _new_run_dir(config: Config) -> str:
                 "run_dir",
                 config.run_dir,
                 "already exists and is not empty",
-                f"pick a new run_dir, or continue it with resume={config.run_dir}",
+                f"pick a new run_dir, or {again} it with resume={config.run_dir}",
             )
         return path
     from jaxrl.envs import canonical_name
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(config.runs_root, f"{canonical_name(config.env.name)}-{config.algo.name}-{stamp}")
+    base = os.path.join(config.runs_root, f"{prefix}{canonical_name(config.env.name)}-{config.algo.name}-{stamp}")
     path, n = base, 1
     while os.path.exists(path):
         n += 1

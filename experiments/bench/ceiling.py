@@ -20,8 +20,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +27,7 @@ import jax.numpy as jnp
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_train
 from jaxrl.ppo import rollout
+from jaxrl.profile import median_seconds
 
 SETTINGS = [
     "env=cartpole",
@@ -43,21 +42,11 @@ SETTINGS = [
 ]
 
 
-def _median_time(fn, *args, repeats=7) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def matmul_flops(n: int = 2048) -> float:
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
     b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
     f = jax.jit(lambda a, b: a @ b)
-    return 2 * n**3 / _median_time(f, a, b, repeats=10)
+    return 2 * n**3 / median_seconds(f, a, b, repeats=10)
 
 
 def forward_flops(obs_dim: int, hidden: tuple[int, ...], actions: int) -> int:
@@ -101,9 +90,9 @@ def measure(seeds: int, updates: int = 40) -> dict:
         return jax.lax.scan(lambda s, _: trainer.update(s, hp), state, None, length=updates)[1].loss
 
     steps = seeds * n * t * updates
-    t_env = _median_time(jax.jit(jax.vmap(env_only)), states, repeats=5)
-    t_act = _median_time(jax.jit(jax.vmap(acting)), states, repeats=5)
-    t_train = _median_time(jax.jit(jax.vmap(training)), states, hp, repeats=3)
+    t_env = median_seconds(jax.jit(jax.vmap(env_only)), states, repeats=5)
+    t_act = median_seconds(jax.jit(jax.vmap(acting)), states, repeats=5)
+    t_train = median_seconds(jax.jit(jax.vmap(training)), states, hp, repeats=3)
     fwd = forward_flops(env.obs_shape[0], tuple(algo.hidden_sizes), env.action_space.n)
     per_step = fwd * 2 + algo.update_epochs * 3 * fwd  # acting + final-obs value (upper bound) + learner
     train_rate = steps / t_train

@@ -12,12 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
 
 import jax
 
 from jaxrl.advantages import gae
+from jaxrl.profile import median_seconds
 
 
 def bench(method: str, t: int, n: int, repeats: int = 20) -> float:
@@ -30,13 +29,7 @@ def bench(method: str, t: int, n: int, repeats: int = 20) -> float:
     terminated = done & (jax.random.uniform(k1, (t, n)) < 0.5)
     fn = jax.jit(lambda r, v, nv, te, d: gae(r, v, nv, te, d, 0.99, 0.95, method=method))
     args = (rewards, values, next_values, terminated, done)
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_seconds(fn, *args, repeats=repeats)
 
 
 def main() -> None:

@@ -37,10 +37,27 @@ from jaxrl.loop import make_train
 
 OUT = "experiments/results/bench_peers.json"
 
+# rejax's PPO at PureJaxRL's CartPole settings (also used by time_to_solve.py)
+REJAX_PPO_CARTPOLE = {
+    "num_envs": 4,
+    "num_steps": 128,
+    "num_epochs": 4,
+    "num_minibatches": 4,
+    "learning_rate": 2.5e-4,
+    "max_grad_norm": 0.5,
+    "ent_coef": 0.01,
+    "clip_eps": 0.2,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "vf_coef": 0.5,
+    "agent_kwargs": {"activation": "tanh"},
+}
 
-def _timed_jit(fn, *args):
+
+def _timed_jit(fn, *args, in_shardings=None):
     t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
+    jitted = jax.jit(fn) if in_shardings is None else jax.jit(fn, in_shardings=in_shardings)
+    compiled = jitted.lower(*args).compile()
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = jax.block_until_ready(compiled(*args))
@@ -54,25 +71,15 @@ def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str
     trainer = make_train(config)
     keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
     fn = jax.vmap(trainer.train, in_axes=(0, None))
-    devices = jax.devices()
+    devices, shardings = jax.devices(), None
     if shard and len(devices) > 1 and seeds % len(devices) == 0:
         from jax.sharding import Mesh, NamedSharding
         from jax.sharding import PartitionSpec as P
 
         mesh = Mesh(np.asarray(devices), ("d",))
-        keys = jax.device_put(keys, NamedSharding(mesh, P("d")))
-        t0 = time.perf_counter()
-        compiled = (
-            jax.jit(fn, in_shardings=(NamedSharding(mesh, P("d")), NamedSharding(mesh, P())))
-            .lower(keys, trainer.hparams)
-            .compile()
-        )
-        compile_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        _, metrics = jax.block_until_ready(compiled(keys, trainer.hparams))
-        run_s = time.perf_counter() - t0
-    else:
-        (_, metrics), compile_s, run_s = _timed_jit(fn, keys, trainer.hparams)
+        shardings = (NamedSharding(mesh, P("d")), NamedSharding(mesh, P()))
+        keys = jax.device_put(keys, shardings[0])
+    (_, metrics), compile_s, run_s = _timed_jit(fn, keys, trainer.hparams, in_shardings=shardings)
     final = np.asarray(metrics.eval.returns)[:, -1].mean(-1)
     steps = trainer.total_env_steps * seeds
     return {
@@ -84,21 +91,33 @@ def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str
     }
 
 
-def rejax_run(algo_name: str, env_name: str, settings: dict[str, Any], seeds: int, total: int) -> dict[str, Any]:
-    import gymnax
+def _legacy(env: Any) -> Any:
+    """gymnax's LegacyStepAPIWrapper (rejax's step API), minus its infinite
+    recursion when rejax deep-copies it."""
     from gymnax.wrappers.compat import LegacyStepAPIWrapper
-    from rejax import get_algo
 
-    class Legacy(LegacyStepAPIWrapper):  # gymnax's wrapper recurses forever when rejax deep-copies it
+    class Legacy(LegacyStepAPIWrapper):
         def __getattr__(self, name: str) -> Any:
             if name == "_env":
                 raise AttributeError(name)
             return getattr(self._env, name)
 
+    return Legacy(env)
+
+
+def make_rejax(algo_name: str, env_name: str, settings: dict[str, Any], total: int, eval_freq: int) -> Any:
+    """A rejax algorithm on a gymnax env (``pip install -e '.[bench]'``)."""
+    import gymnax
+    from rejax import get_algo
+
     env, params = gymnax.make(env_name)
-    algo = get_algo(algo_name).create(
-        env=Legacy(env), env_params=params, total_timesteps=total, eval_freq=total, **settings
+    return get_algo(algo_name).create(
+        env=_legacy(env), env_params=params, total_timesteps=total, eval_freq=eval_freq, **settings
     )
+
+
+def rejax_run(algo_name: str, env_name: str, settings: dict[str, Any], seeds: int, total: int) -> dict[str, Any]:
+    algo = make_rejax(algo_name, env_name, settings, total, total)
     keys = jax.random.split(jax.random.PRNGKey(0), seeds)
     (_, evaluation), compile_s, run_s = _timed_jit(jax.vmap(algo.train), keys)
     returns = np.asarray(evaluation[1])  # [seeds, evals, episodes]
@@ -127,6 +146,20 @@ def _ratio(ours: dict, peer: dict) -> dict[str, float]:
     }
 
 
+def _versus_rejax(
+    benchmark: str, ours: list[str], peer: tuple, seeds_list: list[int], total: int, differences: str
+) -> list[dict[str, Any]]:
+    """One row per seed count: jaxrl (one device, and seeds over cores) vs rejax."""
+    rows = []
+    for seeds in seeds_list:
+        a = jaxrl_run(ours, seeds)
+        b = rejax_run(*peer, seeds, total)
+        row = {"benchmark": benchmark, "seeds": seeds, "jaxrl": a, "rejax": b, **_ratio(a, b)}
+        rows.append({**row, **_sharded_row(ours, seeds, b), "differences": differences})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def cartpole(seeds_list: list[int]) -> list[dict[str, Any]]:
     """PPO CartPole at PureJaxRL's settings: 4 envs × 128 steps, 4 epochs × 4
     minibatches, 500k steps, lr 2.5e-4, 64×64 tanh networks."""
@@ -147,38 +180,14 @@ def cartpole(seeds_list: list[int]) -> list[dict[str, Any]]:
         "algo.clip_value=true",
         "eval.episodes=128",
     ]
-    peer = {
-        "num_envs": 4,
-        "num_steps": 128,
-        "num_epochs": 4,
-        "num_minibatches": 4,
-        "learning_rate": 2.5e-4,
-        "max_grad_norm": 0.5,
-        "ent_coef": 0.01,
-        "clip_eps": 0.2,
-        "gamma": 0.99,
-        "gae_lambda": 0.95,
-        "vf_coef": 0.5,
-        "agent_kwargs": {"activation": "tanh"},
-    }
-    rows = []
-    for seeds in seeds_list:
-        a = jaxrl_run(ours, seeds)
-        b = rejax_run("ppo", "CartPole-v1", peer, seeds, total)
-        sharded = _sharded_row(ours, seeds, b)
-        rows.append(
-            {
-                "benchmark": "PPO CartPole-v1 (4 envs × 128 steps, 4 × 4 minibatches, 500k steps)",
-                "seeds": seeds,
-                "jaxrl": a,
-                "rejax": b,
-                **_ratio(a, b),
-                **sharded,
-                "differences": "jaxrl anneals lr linearly and clips the global gradient norm; rejax keeps lr constant and clips per element (optax.clip); 976 vs 980 updates (jaxrl rounds up to whole chunks)",
-            }
-        )
-        print(json.dumps(rows[-1]), flush=True)
-    return rows
+    return _versus_rejax(
+        "PPO CartPole-v1 (4 envs × 128 steps, 4 × 4 minibatches, 500k steps)",
+        ours,
+        ("ppo", "CartPole-v1", REJAX_PPO_CARTPOLE),
+        seeds_list,
+        total,
+        "jaxrl anneals lr linearly and clips the global gradient norm; rejax keeps lr constant and clips per element (optax.clip); 976 vs 980 updates (jaxrl rounds up to whole chunks)",
+    )
 
 
 def sac(seeds_list: list[int]) -> list[dict[str, Any]]:
@@ -209,24 +218,14 @@ def sac(seeds_list: list[int]) -> list[dict[str, Any]]:
         "polyak": 0.995,
         "hidden_layer_sizes": (64, 64),
     }
-    rows = []
-    for seeds in seeds_list:
-        a = jaxrl_run(ours, seeds)
-        b = rejax_run("sac", "Pendulum-v1", peer, seeds, total)
-        sharded = _sharded_row(ours, seeds, b)
-        rows.append(
-            {
-                "benchmark": "SAC Pendulum-v1 (1 env, UTD 1, batch 256, 64×64, 20k steps)",
-                "seeds": seeds,
-                "jaxrl": a,
-                "rejax": b,
-                **_ratio(a, b),
-                **sharded,
-                "differences": "jaxrl collects 8 steps then takes 8 gradient steps (UTD 1); rejax alternates 1 and 1; log-std bounds [-5, 2] vs [-10, 2]",
-            }
-        )
-        print(json.dumps(rows[-1]), flush=True)
-    return rows
+    return _versus_rejax(
+        "SAC Pendulum-v1 (1 env, UTD 1, batch 256, 64×64, 20k steps)",
+        ours,
+        ("sac", "Pendulum-v1", peer),
+        seeds_list,
+        total,
+        "jaxrl collects 8 steps then takes 8 gradient steps (UTD 1); rejax alternates 1 and 1; log-std bounds [-5, 2] vs [-10, 2]",
+    )
 
 
 def _brax_trainer(train_fn, total: int, **kwargs) -> dict[str, Any]:

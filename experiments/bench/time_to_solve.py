@@ -64,37 +64,11 @@ def jaxrl_cli(extra: list[str]) -> dict:
 
 
 def rejax_run() -> dict:
-    import gymnax
     import jax
-    from gymnax.wrappers.compat import LegacyStepAPIWrapper
-    from rejax import get_algo
-
-    class Legacy(LegacyStepAPIWrapper):
-        def __getattr__(self, name):
-            if name == "_env":
-                raise AttributeError(name)
-            return getattr(self._env, name)
+    from peers import REJAX_PPO_CARTPOLE, make_rejax  # experiments/bench/peers.py
 
     total, evals = 1_000_000, 40
-    env, params = gymnax.make("CartPole-v1")
-    algo = get_algo("ppo").create(
-        env=Legacy(env),
-        env_params=params,
-        total_timesteps=total,
-        eval_freq=total // evals,
-        num_envs=4,
-        num_steps=128,
-        num_epochs=4,
-        num_minibatches=4,
-        learning_rate=2.5e-4,
-        max_grad_norm=0.5,
-        ent_coef=0.01,
-        clip_eps=0.2,
-        gamma=0.99,
-        gae_lambda=0.95,
-        vf_coef=0.5,
-        agent_kwargs={"activation": "tanh"},
-    )
+    algo = make_rejax("ppo", "CartPole-v1", REJAX_PPO_CARTPOLE, total, total // evals)
     keys = jax.random.split(jax.random.PRNGKey(0), 16)
     t0 = time.perf_counter()
     compiled = jax.jit(jax.vmap(algo.train)).lower(keys).compile()
