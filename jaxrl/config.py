@@ -546,6 +546,11 @@ def _explain_hydra_error(error: Exception, overrides: list[str]) -> ConfigError:
             f"must be {article} {wanted}",
             f"pass {article} {wanted}, e.g. {name}={_example(name, wanted)}",
         )
+    invalid = re.search(r"Value '([^']*)' is not a valid (\w+)", text)
+    if invalid and key:
+        kind = invalid.group(2).lower()
+        rule, example = ("must be true or false", "true") if kind == "bool" else (f"must be a {kind}", "…")
+        return ConfigError(key, values.get(key, invalid.group(1)), rule, f"pass {key}={example}")
     first_line = text.strip().splitlines()[0] if text.strip() else type(cause).__name__
     return ConfigError(key or "overrides", " ".join(overrides), first_line, "check the override syntax key=value")
 

@@ -52,6 +52,15 @@ BAD = [
     (["algo._target_=os.system"], "_target_", "not allowed"),
     (["cartpole"], "cartpole", "env=cartpole"),
     (["resume=/nonexistent/run"], "resume=/nonexistent/run", "does not exist"),
+    (["plots=maybe"], "plots=maybe", "true or false"),
+    (["progress=maybe"], "progress=maybe", "true, false or chunk"),
+    (["parallel=both"], "parallel=both", "seeds or data"),
+    (["devices=-1"], "devices=-1", "≥ 0"),
+    (["compile_cache="], "compile_cache=", "auto, off or a directory"),
+    (["dist.coordinator=nohost"], "dist.coordinator=nohost", "HOST:PORT"),
+    (["dist.num_processes=2"], "dist.coordinator=", "is needed"),
+    (["dist.num_processes=2", "dist.coordinator=h:1", "dist.process_id=5"], "dist.process_id=5", "[0, 1]"),
+    (["env=pendulum", "algo=sac", "parallel=data"], "parallel=data", "seeds only"),
 ]
 
 

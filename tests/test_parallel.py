@@ -118,6 +118,31 @@ def test_data_parallel_matches_one_device_with_all_envs(tmp_path):
             )
 
 
+def test_layouts_shard_the_right_axes():
+    """seeds: every leaf with a member axis over the device axis; data: the env
+    axis of the env fields only, everything else replicated."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from jaxrl import parallel
+    from jaxrl.config import parse, validate
+    from jaxrl.driver import build
+    from jaxrl.loop import make_train
+    from jaxrl.train import job_for
+
+    config = validate(parse([*TINY, "seeds=2"]))
+    _, _, _, abstract = build(job_for(config, "/unused", False), make_train(config))
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]), (parallel.AXIS,))
+    seeds = parallel.carry_shardings(parallel.Plan(mesh, "seeds"), abstract)
+    data = parallel.carry_shardings(parallel.Plan(mesh, "data"), abstract)
+    assert seeds.states.agent.params["params"]["actor_torso"]["Dense_0"]["kernel"].spec == P(parallel.AXIS)
+    assert seeds.hparams.lr.spec == P(parallel.AXIS) and seeds.pbt_key.spec == P()
+    assert data.states.agent.obs.spec == P(None, parallel.AXIS)
+    assert all(s.spec == P(None, parallel.AXIS) for s in jax.tree.leaves(data.states.agent.env_state))
+    assert data.states.agent.params["params"]["actor_torso"]["Dense_0"]["kernel"].spec == P()
+    assert data.states.update.spec == P() and data.hparams.lr.spec == P()
+
+
 def test_layout_errors_are_one_line_and_write_nothing(tmp_path):
     run_dir = tmp_path / "run"
     proc = _train([*TINY, "seeds=6", f"run_dir={run_dir}"], devices=4)
