@@ -280,6 +280,19 @@ def _jaxrl_brax(overrides: list[str], seeds: int = 1, evals: int = 6) -> dict[st
     }
 
 
+def _brax_row(benchmark: str, ours: dict, peer: dict, differences: str) -> dict[str, Any]:
+    row = {
+        "benchmark": benchmark,
+        "jaxrl": ours,
+        "brax": peer,
+        "throughput_ratio": round(ours["steady_env_steps_per_s"] / peer["steady_env_steps_per_s"], 2),
+        "wall_ratio": round(ours["wall_s"] / peer["wall_s"], 2),
+        "differences": differences,
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def brax() -> list[dict[str, Any]]:
     from brax.training.agents.ppo import train as brax_ppo
     from brax.training.agents.sac import networks as sac_networks
@@ -308,16 +321,13 @@ def brax() -> list[dict[str, Any]]:
         seed=0,
     )
     rows.append(
-        {
-            "benchmark": "PPO brax inverted_pendulum (positional, 64 envs × 32 steps, 4 × 8 minibatches, 300k steps)",
-            "jaxrl": ours,
-            "brax": peer,
-            "throughput_ratio": round(ours["steady_env_steps_per_s"] / peer["steady_env_steps_per_s"], 2),
-            "wall_ratio": round(ours["wall_s"] / peer["wall_s"], 2),
-            "differences": "jaxrl's preset also normalizes value targets and anneals lr; brax bootstraps truncations only with bootstrap_on_timeout",
-        }
+        _brax_row(
+            "PPO brax inverted_pendulum (positional, 64 envs × 32 steps, 4 × 8 minibatches, 300k steps)",
+            ours,
+            peer,
+            "jaxrl's preset also normalizes value targets and anneals lr; brax bootstraps truncations only with bootstrap_on_timeout",
+        )
     )
-    print(json.dumps(rows[-1]), flush=True)
     total = 30_000
     ours = _jaxrl_brax(["env=inverted_pendulum", "algo=sac", f"total_timesteps={total}"])
     peer = _brax_trainer(
@@ -337,16 +347,13 @@ def brax() -> list[dict[str, Any]]:
         deterministic_eval=True,
     )
     rows.append(
-        {
-            "benchmark": "SAC brax inverted_pendulum (8 envs, UTD 1, batch 256, 64×64, 30k steps)",
-            "jaxrl": ours,
-            "brax": peer,
-            "throughput_ratio": round(ours["steady_env_steps_per_s"] / peer["steady_env_steps_per_s"], 2),
-            "wall_ratio": round(ours["wall_s"] / peer["wall_s"], 2),
-            "differences": "jaxrl collects 8 steps per env then takes 64 gradient steps; brax alternates one env step and 8 gradient steps",
-        }
+        _brax_row(
+            "SAC brax inverted_pendulum (8 envs, UTD 1, batch 256, 64×64, 30k steps)",
+            ours,
+            peer,
+            "jaxrl collects 8 steps per env then takes 64 gradient steps; brax alternates one env step and 8 gradient steps",
+        )
     )
-    print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
