@@ -17,7 +17,7 @@ from jaxrl.config import ConfigError
 
 __all__ = ["Checkpointer", "config_hash", "keys_to_data"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: Adam moments over the raveled parameters (jaxrl.optim)
 
 
 def config_hash(config_dict: dict[str, Any]) -> str:

@@ -33,7 +33,9 @@ class Categorical(NamedTuple):
     def log_prob(self, action: jax.Array) -> jax.Array:
         """``log π(a)`` ``[...]``."""
         logp = self._log_probs()
-        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        # a one-hot dot rather than a gather: its gradient is a product, not a scatter
+        one_hot = jax.nn.one_hot(action, logp.shape[-1], dtype=logp.dtype)
+        return jnp.sum(one_hot * logp, axis=-1)
 
     def entropy(self) -> jax.Array:
         logp = self._log_probs()

@@ -89,6 +89,10 @@ class ActorCritic(nn.Module):
         value = self.value_head(critic_hidden)[..., 0]
         return policy_out, value
 
+    def policy(self, obs: jax.Array) -> jax.Array:
+        """The policy head ``[..., n | d]`` without the critic."""
+        return self.policy_head(self.actor_torso(self._flatten(obs)))
+
     def value(self, obs: jax.Array) -> jax.Array:
         """``V(obs)`` ``[...]`` without the policy head."""
         x = self._flatten(obs)

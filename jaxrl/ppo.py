@@ -23,10 +23,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
-from jaxrl import normalize
+from jaxrl import normalize, optim
 from jaxrl.advantages import gae
 from jaxrl.agent import Agent
 from jaxrl.config import PPOConfig
@@ -134,7 +133,7 @@ class PPOState:
     """Everything one seed carries between updates."""
 
     params: Any  # flax params pytree
-    opt_state: Any  # optax.ScaleByAdamState
+    opt_state: Any  # optax.ScaleByAdamState over the raveled params (jaxrl.optim)
     lr: jax.Array  # float32 [] current lr (moves under lr_schedule=adaptive)
     obs_stats: normalize.RunningStats  # observation normalizer (identity if disabled)
     return_stats: normalize.RunningStats  # [] running stats of the discounted return (normalize_reward)
@@ -187,6 +186,23 @@ def sample_action(dist: Any, key: jax.Array) -> jax.Array:
     return dist.sample_pre_tanh(key) if isinstance(dist, TanhGaussian) else dist.sample(key)
 
 
+def action_noise(network: ActorCritic, key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """The randomness of ``shape`` action samples, drawn in one call: Gumbel
+    ``[*shape, n]`` (discrete) or standard normal ``[*shape, d]`` (continuous);
+    :func:`sample_from_noise` turns it into actions."""
+    if network.discrete:
+        return jax.random.gumbel(key, (*shape, network.action_dim), jnp.float32)
+    return jax.random.normal(key, (*shape, network.action_dim), jnp.float32)
+
+
+def sample_from_noise(dist: Any, noise: jax.Array) -> jax.Array:
+    """A stored action from :func:`action_noise`: ``argmax(logits + g)`` (the
+    Gumbel-max trick) or ``mean + exp(log_std) · ε`` (pre-tanh for TanhGaussian)."""
+    if isinstance(dist, Categorical):
+        return jnp.argmax(dist.logits + noise, axis=-1).astype(jnp.int32)
+    return dist.mean + jnp.exp(dist.log_std) * noise
+
+
 def log_prob(dist: Any, action: jax.Array) -> jax.Array:
     """``log π`` of a stored action (for TanhGaussian including the tanh log-det)."""
     return dist.log_prob_pre_tanh(action) if isinstance(dist, TanhGaussian) else dist.log_prob(action)
@@ -228,23 +244,32 @@ def loss_from_outputs(
     ratio = jnp.exp(log_ratio)
     surrogate = ratio * advantage
     clipped = jnp.clip(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps) * advantage
-    policy_loss = -jnp.mean(jnp.minimum(surrogate, clipped))
 
     value_error = jnp.square(value - batch.target)
     if clip_value:
         value_clipped = batch.value + jnp.clip(value - batch.value, -hp.clip_eps, hp.clip_eps)
         value_error = jnp.maximum(value_error, jnp.square(value_clipped - batch.target))
-    value_loss = 0.5 * jnp.mean(value_error)
 
-    entropy = jnp.mean(entropy)
+    # All five means in one reduction over a [5, B] stack (one fused loop
+    # instead of five: on CPU each small reduction costs mostly dispatch).
+    per_sample = jnp.stack(
+        [
+            -jnp.minimum(surrogate, clipped),
+            0.5 * value_error,
+            jnp.broadcast_to(entropy, value_error.shape),
+            jax.lax.stop_gradient((ratio - 1.0) - log_ratio),
+            jax.lax.stop_gradient((jnp.abs(ratio - 1.0) > hp.clip_eps).astype(value_error.dtype)),
+        ]
+    )
+    policy_loss, value_loss, entropy, approx_kl, clip_frac = jnp.mean(per_sample.reshape(5, -1), axis=-1)
     total = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
     metrics = LossMetrics(
         total=total,
         policy=policy_loss,
         value=value_loss,
         entropy=entropy,
-        approx_kl=jnp.mean((ratio - 1.0) - log_ratio),
-        clip_frac=jnp.mean((jnp.abs(ratio - 1.0) > hp.clip_eps).astype(jnp.float32)),
+        approx_kl=approx_kl,
+        clip_frac=clip_frac,
     )
     return total, metrics
 
@@ -276,11 +301,10 @@ def ppo_loss(
 # Optimization
 # ---------------------------------------------------------------------------
 
-_adam = optax.scale_by_adam(eps=ADAM_EPS)
-
 
 def init_optimizer(params: Any) -> Any:
-    return _adam.init(params)
+    """Adam state over the raveled parameters (see :mod:`jaxrl.optim`)."""
+    return optim.init(params, ADAM_EPS)
 
 
 class StepResult(NamedTuple):
@@ -299,8 +323,14 @@ def sgd_step(
     hp: HParams,
     network: ActorCritic,
     algo: PPOConfig,
+    *,
+    advantages_normalized: bool = False,
 ) -> StepResult:
     """One minibatch step: ∇L, global-norm clip, Adam, ``params −= lr · update``.
+
+    ``advantages_normalized``: ``batch.advantage`` is already normalized per
+    minibatch (what :func:`learn` does for all minibatches at once), so the
+    loss does not normalize it again even under ``algo.normalize_advantages``.
 
     With ``algo.lr_schedule == "adaptive"`` the returned ``lr`` follows the
     rl_games rule on this minibatch's approximate KL: ``÷1.5`` above
@@ -313,13 +343,9 @@ def sgd_step(
         batch,
         hp,
         clip_value=algo.clip_value,
-        normalize_advantages=algo.normalize_advantages,
+        normalize_advantages=algo.normalize_advantages and not advantages_normalized,
     )
-    grad_norm = optax.tree.norm(grads)
-    scale = jnp.minimum(1.0, hp.max_grad_norm / jnp.maximum(grad_norm, 1e-12))
-    grads = jax.tree.map(lambda g: g * scale, grads)
-    updates, opt_state = _adam.update(grads, opt_state)
-    params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
+    params, opt_state, grad_norm = optim.apply(params, grads, opt_state, lr, hp.max_grad_norm, ADAM_EPS)
     if algo.lr_schedule == "adaptive":
         kl = metrics.approx_kl
         lr = jnp.where(kl > 2.0 * hp.target_kl, lr / 1.5, lr)
@@ -342,34 +368,36 @@ def learn(
     ``num_minibatches`` minibatches. Metrics are means over all steps."""
     size = batch.advantage.shape[0]
     n_mb = algo.num_minibatches
-    zeros = LossMetrics(*(jnp.zeros((), jnp.float32) for _ in LossMetrics._fields))
 
     def epoch(carry, _):
-        params, opt_state, lr, key, sums, grad_sum = carry
+        params, opt_state, lr, key, sums = carry
         key, key_perm = jax.random.split(key)
         perm = jax.random.permutation(key_perm, size)
         shuffled = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((n_mb, size // n_mb) + x.shape[1:]), batch)
+        if algo.normalize_advantages:  # per minibatch, for all of them in one pass
+            adv = shuffled.advantage
+            mean = adv.mean(axis=1, keepdims=True)
+            std = jnp.sqrt(jnp.mean(jnp.square(adv - mean), axis=1, keepdims=True))
+            shuffled = shuffled._replace(advantage=(adv - mean) / (std + 1e-8))
 
         def minibatch(carry, mb):
-            params, opt_state, lr, sums, grad_sum = carry
-            out = sgd_step(params, opt_state, lr, mb, hp, network, algo)
-            sums = jax.tree.map(jnp.add, sums, out.metrics)
-            return (out.params, out.opt_state, out.lr, sums, grad_sum + out.grad_norm), None
+            params, opt_state, lr, sums = carry
+            out = sgd_step(params, opt_state, lr, mb, hp, network, algo, advantages_normalized=True)
+            return (out.params, out.opt_state, out.lr, sums + jnp.stack([*out.metrics, out.grad_norm])), None
 
-        (params, opt_state, lr, sums, grad_sum), _ = jax.lax.scan(
-            minibatch, (params, opt_state, lr, sums, grad_sum), shuffled
-        )
-        return (params, opt_state, lr, key, sums, grad_sum), None
+        (params, opt_state, lr, sums), _ = jax.lax.scan(minibatch, (params, opt_state, lr, sums), shuffled)
+        return (params, opt_state, lr, key, sums), None
 
     # The key rides in the carry (not as scanned-over xs) so jax.debug_key_reuse
-    # can follow it under vmap. Metrics are summed in the carry, in step order,
-    # so a seed's numbers do not depend on how many seeds are vmapped beside it.
-    (params, opt_state, lr, _, sums, grad_sum), _ = jax.lax.scan(
-        epoch, (params, opt_state, lr, key, zeros, jnp.zeros((), jnp.float32)), None, length=algo.update_epochs
+    # can follow it under vmap. Metrics are summed in the carry (one vector:
+    # the loss metrics, then the gradient norm), in step order, so a seed's
+    # numbers do not depend on how many seeds are vmapped beside it.
+    zeros = jnp.zeros((len(LossMetrics._fields) + 1,), jnp.float32)
+    (params, opt_state, lr, _, sums), _ = jax.lax.scan(
+        epoch, (params, opt_state, lr, key, zeros), None, length=algo.update_epochs
     )
-    steps = float(algo.update_epochs * n_mb)
-    metrics = jax.tree.map(lambda x: x / steps, sums)
-    return StepResult(params, opt_state, lr, metrics, grad_sum / steps)
+    means = sums / float(algo.update_epochs * n_mb)
+    return StepResult(params, opt_state, lr, LossMetrics(*means[:-1]), means[-1])
 
 
 # ---------------------------------------------------------------------------
@@ -412,23 +440,34 @@ def rollout(
     """Collect ``algo.num_steps`` steps of the ``N`` envs in ``state``.
 
     Returns the advanced state and a :class:`Transition` of ``[T, N, ...]``.
+    The action noise and the env keys of all ``T`` steps are drawn up front in
+    one call each, and the values ``V(s_t)`` are computed after the loop in one
+    batched pass (same parameters and normalizer as while acting, so they are
+    the values at collection time): the sequential loop does only the policy
+    forward, the sampling and the env step.
     """
+    steps, num_envs = algo.num_steps, state.obs.shape[0]
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    key, key_noise, key_env = jax.random.split(state.key, 3)
+    noise = action_noise(network, key_noise, (steps, num_envs))
+    # Scanned over as raw key data: jax.debug_key_reuse cannot follow typed
+    # keys sliced by a vmapped scan, though each is used exactly once.
+    impl = jax.random.key_impl(key_env)
+    env_keys = jax.random.key_data(jax.random.split(key_env, (steps, num_envs)))
 
-    def step(carry, _):
-        env_state, obs, key = carry
-        key, key_action, key_env = jax.random.split(key, 3)
-        obs_in = _prepare_obs(state, obs, algo)
-        policy_out, value = network.apply(state.params, obs_in)
+    def step(carry, inputs):
+        env_state, obs = carry
+        noise_t, keys_t = inputs
+        keys_t = jax.random.wrap_key_data(keys_t, impl=impl)
+        policy_out = network.apply(state.params, _prepare_obs(state, obs, algo), method=ActorCritic.policy)
         dist = distribution(network, state.params, policy_out)
-        action = sample_action(dist, key_action)
-        env_keys = jax.random.split(key_env, obs.shape[0])
-        env_state, out = step_env(env_keys, env_state, env_action(action, network, env), env_params)
+        action = sample_from_noise(dist, noise_t)
+        env_state, out = step_env(keys_t, env_state, env_action(action, network, env), env_params)
         transition = Transition(
             obs=obs,
             action=action,
             log_prob=log_prob(dist, action),
-            value=_value(state, value, algo),
+            value=jnp.zeros(obs.shape[:1], jnp.float32),  # filled in below, batched
             reward=out.reward,
             terminated=out.terminated,
             truncated=out.truncated,
@@ -436,11 +475,11 @@ def rollout(
             episode_return=out.episode_return,
             episode_length=out.episode_length,
         )
-        return (env_state, out.obs, key), transition
+        return (env_state, out.obs), transition
 
-    (env_state, obs, key), traj = jax.lax.scan(
-        step, (state.env_state, state.obs, state.key), None, length=algo.num_steps
-    )
+    (env_state, obs), traj = jax.lax.scan(step, (state.env_state, state.obs), (noise, env_keys))
+    values = network.apply(state.params, _prepare_obs(state, traj.obs, algo), method=ActorCritic.value)
+    traj = traj._replace(value=_value(state, values, algo))
     return state.replace(env_state=env_state, obs=obs, key=key), traj
 
 

@@ -26,10 +26,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import struct
 
-from jaxrl import buffers, normalize
+from jaxrl import buffers, normalize, optim
 from jaxrl.agent import Agent
 from jaxrl.config import SACConfig
 from jaxrl.distributions import TanhGaussian
@@ -210,14 +209,7 @@ def alpha_loss(log_alpha: jax.Array, logp: jax.Array, target_entropy: jax.Array)
     return -jnp.mean(log_alpha * jax.lax.stop_gradient(logp + target_entropy))
 
 
-_adam = optax.scale_by_adam()
-
-
-def _apply(params: Any, grads: Any, opt_state: Any, lr: jax.Array, max_norm: jax.Array) -> tuple[Any, Any, jax.Array]:
-    norm = optax.tree.norm(grads)
-    scale = jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
-    updates, opt_state = _adam.update(jax.tree.map(lambda g: g * scale, grads), opt_state)
-    return jax.tree.map(lambda p, u: p - lr * u, params, updates), opt_state, norm
+_apply = optim.apply  # global-norm clip + Adam over the raveled parameters
 
 
 def gradient_step(
@@ -323,9 +315,9 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
             critic_params=critic_params,
             target_params=critic_params,
             log_alpha=log_alpha,
-            actor_opt=_adam.init(actor_params),
-            critic_opt=_adam.init(critic_params),
-            alpha_opt=_adam.init(log_alpha),
+            actor_opt=optim.init(actor_params),
+            critic_opt=optim.init(critic_params),
+            alpha_opt=optim.init(log_alpha),
             buffer=buffers.init(example, algo.buffer_size),
             obs_stats=normalize.init(env.obs_shape),
             env_state=env_state,
