@@ -25,6 +25,7 @@ import time
 import jax
 import numpy as np
 
+from jaxrl._platform import compiler_options
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_batched, make_train, seed_keys
 
@@ -51,9 +52,9 @@ def throughput(seeds: int) -> dict:
     keys = seed_keys(config)
     init_b, chunk_b = make_batched(trainer)
     t0 = time.perf_counter()
-    init_c = jax.jit(init_b).lower(keys, trainer.hparams).compile()
+    init_c = jax.jit(init_b).lower(keys, trainer.hparams).compile(compiler_options())
     abstract = jax.eval_shape(init_b, keys, trainer.hparams)
-    chunk_c = jax.jit(chunk_b, donate_argnums=0).lower(abstract, trainer.hparams).compile()
+    chunk_c = jax.jit(chunk_b, donate_argnums=0).lower(abstract, trainer.hparams).compile(compiler_options())
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     states = init_c(keys, trainer.hparams)

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jaxrl import driver, train
+from jaxrl._platform import compiler_options
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_train
 
@@ -39,7 +40,7 @@ def main() -> None:
         keys, init, program, _ = driver.build(job, trainer)
         t0 = time.perf_counter()
         carry = jax.jit(init)(keys, job.hparams)
-        chunk = jax.jit(program, donate_argnums=0)
+        chunk = jax.jit(program, donate_argnums=0, compiler_options=compiler_options())
         curve = []
         for _ in range(trainer.num_chunks):
             carry, metrics, _ = chunk(carry)

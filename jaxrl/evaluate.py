@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from jaxrl import stats
+    from jaxrl._platform import compiler_options
     from jaxrl.driver import write_json
 
     config, env = run.config, run.env
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     # the key of the run's last evaluation: with the defaults, the same episodes
     keys = jax.vmap(jax.random.wrap_key_data)(jnp.asarray(np.asarray(run.carry.states.last_eval_key)[index]))
     t0 = time.perf_counter()
-    result = jax.jit(jax.vmap(evaluate))(states, keys)
+    result = jax.jit(jax.vmap(evaluate), compiler_options=compiler_options())(states, keys)
     returns = np.asarray(jax.device_get(result.returns), np.float64)  # [M, E]
     seconds = time.perf_counter() - t0
     seeds = [run.job.seeds[i] for i in members]

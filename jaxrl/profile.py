@@ -24,6 +24,8 @@ from typing import Any
 
 import jax
 
+from jaxrl._platform import compiler_options
+
 __all__ = ["breakdown", "format_breakdown", "median_seconds"]
 
 
@@ -42,7 +44,7 @@ def median_seconds(fn: Any, *args: Any, repeats: int = 5) -> float:
 def _time(fn: Any, *args: Any, repeats: int) -> tuple[float, float]:
     """(compile seconds, median seconds per call) of ``jax.jit(fn)(*args)``."""
     t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
+    compiled = jax.jit(fn).lower(*args).compile(compiler_options())
     compile_s = time.perf_counter() - t0
     return compile_s, median_seconds(compiled, *args, repeats=repeats)
 

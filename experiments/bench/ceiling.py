@@ -9,6 +9,9 @@ tanh actor and critic), per seed count, one compiled program each:
 * acting: env + policy forward + sampling (the rollout without learning);
 * training: the whole update (rollout, GAE, learner) — the trainer's program;
 * the machine's fp32 large-matmul rate (2048², jitted, median of 10);
+* the same-shape matmul rate: a chain of the learner's own dominant product
+  (minibatch × 64 by 64 × 64, batched over the seeds as the vmapped program
+  does) — what this CPU does at the shapes training actually has;
 * training's FLOP rate, counted analytically: per env step one actor+critic
   forward while acting (and one value pass of the final observation), plus
   epochs × (forward + backward ≈ 3 forwards) in the learner.
@@ -24,6 +27,7 @@ import platform
 import jax
 import jax.numpy as jnp
 
+from jaxrl._platform import compiler_options
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_train
 from jaxrl.ppo import rollout
@@ -47,6 +51,19 @@ def matmul_flops(n: int = 2048) -> float:
     b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
     f = jax.jit(lambda a, b: a @ b)
     return 2 * n**3 / median_seconds(f, a, b, repeats=10)
+
+
+def shaped_matmul_flops(seeds: int, rows: int, width: int, chain: int = 400) -> float:
+    """FLOP/s of ``chain`` dependent ``[seeds, rows, width] @ [seeds, width, width]``
+    products (orthogonal matrices, so the values neither blow up nor vanish)."""
+    q = jnp.linalg.qr(jax.random.normal(jax.random.key(2), (seeds, width, width), jnp.float32))[0]
+    x = jax.random.normal(jax.random.key(3), (seeds, rows, width), jnp.float32)
+
+    def run(x, q):
+        return jax.lax.scan(lambda x, _: (jnp.einsum("sbi,sij->sbj", x, q), None), x, None, length=chain)[0]
+
+    seconds = median_seconds(jax.jit(run, compiler_options=compiler_options()), x, q, repeats=5)
+    return 2 * seeds * rows * width * width * chain / seconds
 
 
 def forward_flops(obs_dim: int, hidden: tuple[int, ...], actions: int) -> int:
@@ -90,12 +107,14 @@ def measure(seeds: int, updates: int = 40) -> dict:
         return jax.lax.scan(lambda s, _: trainer.update(s, hp), state, None, length=updates)[1].loss
 
     steps = seeds * n * t * updates
-    t_env = median_seconds(jax.jit(jax.vmap(env_only)), states, repeats=5)
-    t_act = median_seconds(jax.jit(jax.vmap(acting)), states, repeats=5)
-    t_train = median_seconds(jax.jit(jax.vmap(training)), states, hp, repeats=3)
+    t_env = median_seconds(jax.jit(jax.vmap(env_only), compiler_options=compiler_options()), states, repeats=5)
+    t_act = median_seconds(jax.jit(jax.vmap(acting), compiler_options=compiler_options()), states, repeats=5)
+    t_train = median_seconds(jax.jit(jax.vmap(training), compiler_options=compiler_options()), states, hp, repeats=3)
     fwd = forward_flops(env.obs_shape[0], tuple(algo.hidden_sizes), env.action_space.n)
     per_step = fwd * 2 + algo.update_epochs * 3 * fwd  # acting + final-obs value (upper bound) + learner
     train_rate = steps / t_train
+    minibatch = n * t // algo.num_minibatches
+    shaped = shaped_matmul_flops(seeds, minibatch, int(algo.hidden_sizes[-1]))
     return {
         "seeds": seeds,
         "num_envs": n,
@@ -106,6 +125,9 @@ def measure(seeds: int, updates: int = 40) -> dict:
         "training_over_acting": round(train_rate / (steps / t_act), 3),
         "flops_per_env_step": per_step,
         "training_gflops": round(train_rate * per_step / 1e9, 2),
+        "shaped_matmul": f"[{seeds}, {minibatch}, {algo.hidden_sizes[-1]}] @ [{seeds}, {algo.hidden_sizes[-1]}, {algo.hidden_sizes[-1]}]",
+        "shaped_matmul_gflops": round(shaped / 1e9, 1),
+        "training_flops_over_shaped_matmul": round(train_rate * per_step / shaped, 3),
     }
 
 

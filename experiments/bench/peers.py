@@ -6,7 +6,9 @@
     python experiments/bench/peers.py all
 
 Every row times the compile (jax.jit(...).lower(...).compile()) and the run
-separately, reports env-steps/s and the final return, and the ratio
+separately (jaxrl's programs with the CPU compile options its CLI uses,
+``jaxrl._platform.compiler_options``; the rejax program also compiled once with
+them, not run, to compare like with like), reports env-steps/s and the final return, and the ratio
 jaxrl / peer. Both sides run the whole training as one jitted call with a
 single evaluation at the end (jaxrl: ``make_train(config).train`` vmapped over
 seeds — the same program the CLI chunks; peers: their own ``train``), except
@@ -32,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl._platform import compiler_options
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_train
 
@@ -54,10 +57,10 @@ REJAX_PPO_CARTPOLE = {
 }
 
 
-def _timed_jit(fn, *args, in_shardings=None):
+def _timed_jit(fn, *args, in_shardings=None, options=None):
     t0 = time.perf_counter()
     jitted = jax.jit(fn) if in_shardings is None else jax.jit(fn, in_shardings=in_shardings)
-    compiled = jitted.lower(*args).compile()
+    compiled = jitted.lower(*args).compile(options)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = jax.block_until_ready(compiled(*args))
@@ -79,7 +82,9 @@ def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str
         mesh = Mesh(np.asarray(devices), ("d",))
         shardings = (NamedSharding(mesh, P("d")), NamedSharding(mesh, P()))
         keys = jax.device_put(keys, shardings[0])
-    (_, metrics), compile_s, run_s = _timed_jit(fn, keys, trainer.hparams, in_shardings=shardings)
+    (_, metrics), compile_s, run_s = _timed_jit(
+        fn, keys, trainer.hparams, in_shardings=shardings, options=compiler_options()
+    )
     final = np.asarray(metrics.eval.returns)[:, -1].mean(-1)
     steps = trainer.total_env_steps * seeds
     return {
@@ -121,8 +126,12 @@ def rejax_run(algo_name: str, env_name: str, settings: dict[str, Any], seeds: in
     keys = jax.random.split(jax.random.PRNGKey(0), seeds)
     (_, evaluation), compile_s, run_s = _timed_jit(jax.vmap(algo.train), keys)
     returns = np.asarray(evaluation[1])  # [seeds, evals, episodes]
+    # the peer's program compiled once more with jaxrl's CPU compile options (not run)
+    t0 = time.perf_counter()
+    jax.jit(jax.vmap(algo.train)).lower(keys).compile(compiler_options())
     return {
         "compile_s": round(compile_s, 2),
+        "compile_s_jaxrl_options": round(time.perf_counter() - t0, 2),
         "run_s": round(run_s, 2),
         "env_steps_per_s": round(total * seeds / run_s),
         "final_return_mean": round(float(returns[:, -1].mean()), 1),
@@ -261,7 +270,7 @@ def _jaxrl_brax(overrides: list[str], seeds: int = 1, evals: int = 6) -> dict[st
     t0 = time.perf_counter()
     keys, init, program, abstract = driver.build(job, trainer)
     carry = jax.jit(init)(keys, job.hparams)
-    compiled = jax.jit(program).lower(abstract).compile()
+    compiled = jax.jit(program).lower(abstract).compile(compiler_options())
     compile_s = time.perf_counter() - t0
     times = []
     for _ in range(trainer.num_chunks):

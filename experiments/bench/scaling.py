@@ -25,6 +25,7 @@ def point(envs: int, seeds: int) -> dict:
     import jax
     import jax.numpy as jnp
 
+    from jaxrl._platform import compiler_options
     from jaxrl.config import parse, validate
     from jaxrl.loop import make_train
 
@@ -53,7 +54,7 @@ def point(envs: int, seeds: int) -> dict:
 
     states = jax.jit(jax.vmap(trainer.init))(keys, hp)
     t0 = time.perf_counter()
-    compiled = jax.jit(jax.vmap(run)).lower(states, hp).compile()
+    compiled = jax.jit(jax.vmap(run)).lower(states, hp).compile(compiler_options())
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     jax.block_until_ready(compiled(states, hp))

@@ -49,10 +49,12 @@ def main() -> None:
                 for layout, ours, ratio in variants:
                     rows.append(
                         [r["benchmark"], r["seeds"], layout, ours["env_steps_per_s"], b["env_steps_per_s"], ratio]
-                        + [ours["compile_s"], b["compile_s"], ours["final_return_mean"], b["final_return_mean"]]
+                        + [ours["compile_s"], b["compile_s"], b.get("compile_s_jaxrl_options", "—")]
+                        + [ours["final_return_mean"], b["final_return_mean"]]
                     )
         header = ["benchmark", "seeds", "jaxrl layout", "jaxrl steps/s", "rejax steps/s", "ratio"]
-        header += ["jaxrl compile s", "rejax compile s", "jaxrl return", "rejax return"]
+        header += ["jaxrl compile s", "rejax compile s", "rejax compile s with jaxrl's options"]
+        header += ["jaxrl return", "rejax return"]
         lines += _table(header, rows)
         rows = []
         for r in peers.get("brax_inverted_pendulum", []):
@@ -95,6 +97,9 @@ def main() -> None:
                 r["training_over_acting"],
                 r["training_gflops"],
                 r["training_flops_over_matmul_peak"],
+                r.get("shaped_matmul", "—"),
+                r.get("shaped_matmul_gflops", "—"),
+                r.get("training_flops_over_shaped_matmul", "—"),
             ]
             for r in ceiling["rows"]
         ]
@@ -107,6 +112,9 @@ def main() -> None:
                 "training / acting",
                 "training GFLOP/s",
                 "of matmul peak",
+                "learner's matmul shape",
+                "its GFLOP/s",
+                "training / same-shape matmul",
             ],
             rows,
         )
