@@ -291,7 +291,9 @@ def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, 
     config = job.config
     use_pbt = config.pbt.population > 0
     keys = jax.vmap(jax.random.key)(np.asarray(job.seeds, np.uint32))
-    init_b, chunk_b = make_batched(trainer, hparams_batched=True, progress=progress)
+    # at most ~32 host round trips per chunk (each costs ≈ 2 ms on a small CPU)
+    every = -(-trainer.chunk_updates // 32)
+    init_b, chunk_b = make_batched(trainer, hparams_batched=True, progress=progress, progress_every=every)
 
     def init(keys, hparams):
         return Carry(init_b(keys, hparams), hparams, jax.random.key(config.pbt.seed))
