@@ -3,7 +3,8 @@ seed's deterministic evaluation reaches 475.
 
     python experiments/bench/time_to_solve.py [--out experiments/results/bench_time_to_solve.json]
 
-* jaxrl preset: ``python -m jaxrl.train env=cartpole seeds=16`` as a process;
+* jaxrl preset: ``python -m jaxrl.train env=cartpole seeds=16`` as a process
+  (``compile_cache=off``: every launch compiles from scratch);
   the time is the launch-to-exit wall time minus the chunks after the first
   evaluation at which all 16 seeds were solved.
 * PureJaxRL's default settings (4 envs × 128 steps, 4 × 4 minibatches, lr
@@ -43,7 +44,9 @@ PUREJAXRL = [
 
 def jaxrl_cli(extra: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["env=cartpole", "seeds=16", *extra, "progress=false", "plots=false", f"run_dir={tmp}/run"]
+        # a cold start: the persistent compilation cache off (the peer has none)
+        args = ["env=cartpole", "seeds=16", *extra, "progress=false", "plots=false", "compile_cache=off"]
+        args.append(f"run_dir={tmp}/run")
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "jaxrl.train", *args], capture_output=True, text=True)
         wall = time.perf_counter() - t0
