@@ -58,15 +58,52 @@ def compiler_options() -> dict[str, int] | None:
     ``JAXRL_CPU_OPT_LEVEL=default``; ``JAXRL_CPU_OPT_LEVEL=N`` picks ``N``."""
     import jax
 
-    setting = os.environ.get("JAXRL_CPU_OPT_LEVEL", "1").strip()
-    if setting == "default" or _OPT_LEVEL_OPTION in os.environ.get("XLA_FLAGS", ""):
+    level = cpu_opt_level()
+    if level is None or _OPT_LEVEL_OPTION in os.environ.get("XLA_FLAGS", ""):
         return None
     if jax.default_backend() != "cpu":
         return None
-    try:
-        return {_OPT_LEVEL_OPTION: int(setting)}
-    except ValueError:
+    return {_OPT_LEVEL_OPTION: level}
+
+
+def cpu_opt_level() -> int | None:
+    """``JAXRL_CPU_OPT_LEVEL`` (default 1): an LLVM level 0–3, or ``None`` for
+    ``default`` (XLA's own). Anything else is a :class:`jaxrl.config.ConfigError`."""
+    setting = os.environ.get("JAXRL_CPU_OPT_LEVEL", "1").strip()
+    if setting == "default":
         return None
+    if setting not in ("0", "1", "2", "3"):
+        from jaxrl.config import ConfigError
+
+        raise ConfigError(
+            "JAXRL_CPU_OPT_LEVEL", setting, "must be 0, 1, 2, 3 or default", "unset it (default 1) or pass one of those"
+        )
+    return int(setting)
+
+
+def cpu_devices_wanted() -> int | None:
+    """``JAXRL_CPU_DEVICES`` as a count (``None`` when unset: one per core).
+    Anything but a non-negative integer is a :class:`jaxrl.config.ConfigError`."""
+    wanted = os.environ.get("JAXRL_CPU_DEVICES", "").strip()
+    if not wanted:
+        return None
+    if not wanted.isdigit():
+        from jaxrl.config import ConfigError
+
+        raise ConfigError(
+            "JAXRL_CPU_DEVICES",
+            wanted,
+            "must be a whole number of XLA:CPU devices",
+            "unset it (one per core) or pass e.g. 1",
+        )
+    return int(wanted)
+
+
+def check_environment() -> None:
+    """Validate jaxrl's environment variables (CLI entry points, before
+    anything is written): a bad value is a one-line ConfigError."""
+    cpu_opt_level()
+    cpu_devices_wanted()
 
 
 def cache_dir(setting: str) -> str | None:
@@ -139,8 +176,8 @@ def split_cpu_devices() -> int:
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_force_host_platform_device_count" in flags:
         return 0
-    wanted = os.environ.get("JAXRL_CPU_DEVICES", "").strip()
-    n = int(wanted) if wanted.isdigit() else min(8, usable_cores())
+    wanted = cpu_devices_wanted()
+    n = min(8, usable_cores()) if wanted is None else wanted
     if n <= 1:
         return 0
     os.environ["XLA_FLAGS"] = (flags + f" --xla_force_host_platform_device_count={n}").strip()

@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0 if argv else 2
     try:
+        from jaxrl._platform import check_environment
+
+        check_environment()
         run_dir, options = _options(argv)
         from jaxrl.policy import open_run
 

@@ -375,8 +375,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stopper = StopRequest()
     stopper.install()
-    _platform.split_cpu_devices()  # before jax starts its backend
     try:
+        _platform.check_environment()
+        _platform.split_cpu_devices()  # before jax starts its backend
         return run(argv, stopper=stopper)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

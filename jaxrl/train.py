@@ -342,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
 
     stopper = StopRequest()  # from the start: Ctrl-C while compiling also exits cleanly
     stopper.install()
-    _platform.split_cpu_devices()  # before jax starts its backend
     try:
+        _platform.check_environment()
+        _platform.split_cpu_devices()  # before jax starts its backend
         config = resolve(argv)
         return run(config, stopper=stopper)
     except ConfigError as error:

@@ -66,6 +66,25 @@ BAD = [
 
 @pytest.mark.parametrize("argv, field_value, hint", BAD, ids=[" ".join(b[0]) for b in BAD])
 def test_bad_input_exits_2_with_one_line(argv, field_value, hint, tmp_path, capsys, monkeypatch):
+    _assert_rejected(argv, field_value, hint, tmp_path, capsys, monkeypatch)
+
+
+BAD_ENVIRONMENT = [
+    ("JAXRL_CPU_OPT_LEVEL", "fast", "JAXRL_CPU_OPT_LEVEL=fast", "0, 1, 2, 3 or default"),
+    ("JAXRL_CPU_OPT_LEVEL", "7", "JAXRL_CPU_OPT_LEVEL=7", "0, 1, 2, 3 or default"),
+    ("JAXRL_CPU_DEVICES", "two", "JAXRL_CPU_DEVICES=two", "whole number"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, value, field_value, hint", BAD_ENVIRONMENT, ids=[f"{b[0]}={b[1]}" for b in BAD_ENVIRONMENT]
+)
+def test_bad_environment_variable_exits_2_with_one_line(name, value, field_value, hint, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(name, value)
+    _assert_rejected([], field_value, hint, tmp_path, capsys, monkeypatch)
+
+
+def _assert_rejected(argv, field_value, hint, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code = train.main(argv + [f"runs_root={tmp_path / 'runs'}"])
     captured = capsys.readouterr()

@@ -182,3 +182,23 @@ def test_vmapped_hyperparameters_equal_separate_runs():
         np.testing.assert_allclose(
             np.asarray(batched_metrics.eval.returns)[i], np.asarray(alone_metrics.eval.returns), atol=1e-6
         )
+
+
+def test_progress_reports_every_k_updates_with_summed_episode_statistics():
+    config = cfg(*SMALL, "seeds=2", "num_evals=1")
+    trainer = make_train(config)
+    calls = []
+    init_b, chunk_b = make_batched(trainer, progress=calls.append, progress_every=3)
+    states = jax.jit(init_b)(seed_keys(config), trainer.hparams)
+    _, m = jax.jit(chunk_b)(states, trainer.hparams)
+    jax.effects_barrier()
+    updates = trainer.chunk_updates
+    expected = sorted({u for u in range(3, updates + 1, 3)} | {updates})
+    assert [int(c.update) for c in calls] == expected
+    # nothing lost between reports: the sums over the reports are the chunk's sums
+    np.testing.assert_array_equal(sum(np.asarray(c.episodes) for c in calls), np.asarray(m.updates.episodes).sum(1))
+    np.testing.assert_allclose(
+        sum(np.asarray(c.episode_return_sum) for c in calls),
+        np.asarray(m.updates.episode_return_sum).sum(1),
+        rtol=1e-5,
+    )
