@@ -11,6 +11,7 @@ from jaxrl.checkpoint import keys_to_data
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_batched, seed_keys
 from jaxrl.networks import ActorCritic
+from tests.configs import CARTPOLE_TINY
 from tests.toy_envs import ConstantReward, CountingEnv, Params
 
 
@@ -102,15 +103,7 @@ def _run_batched(config, env=None):
     return states, np.stack(evals), m
 
 
-SMALL = (
-    "num_envs=4",
-    "total_timesteps=4096",
-    "num_evals=2",
-    "eval.episodes=2",
-    "algo.num_steps=32",
-    "algo.num_minibatches=2",
-    "algo.update_epochs=2",
-)
+SMALL = CARTPOLE_TINY
 
 
 def test_same_seed_same_numbers_bitwise():

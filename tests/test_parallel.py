@@ -15,18 +15,9 @@ import time
 import numpy as np
 import pytest
 
-TINY = [
-    "env=cartpole",
-    "num_envs=4",
-    "total_timesteps=4096",
-    "num_evals=2",
-    "eval.episodes=2",
-    "algo.num_steps=32",
-    "algo.num_minibatches=2",
-    "algo.update_epochs=2",
-    "plots=false",
-    "progress=false",
-]
+from tests.configs import CARTPOLE_TINY
+
+TINY = ["env=cartpole", *CARTPOLE_TINY, "plots=false", "progress=false"]
 TIMING = {"chunk_time_s", "env_steps_per_s"}
 
 
@@ -36,12 +27,12 @@ def _env(devices: int) -> dict[str, str]:
     return env
 
 
-def _train(args, devices=1, timeout=300):
+def _train(args, devices=1, timeout=300, env=None):
     return subprocess.run(
         [sys.executable, "-m", "jaxrl.train", *args],
         capture_output=True,
         text=True,
-        env=_env(devices),
+        env=_env(devices) if env is None else env,
         timeout=timeout,
     )
 
@@ -57,22 +48,10 @@ def test_cli_splits_the_cpu_into_one_device_per_core(tmp_path):
     env = _env(1)
     env["JAXRL_CPU_DEVICES"] = "2"
     args = [*TINY, "checkpoint=false"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrl.train", *args, "seeds=4", f"run_dir={tmp_path / 'even'}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    proc = _train([*args, "seeds=4", f"run_dir={tmp_path / 'even'}"], env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "2 devices, members sharded" in proc.stderr
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrl.train", *args, "seeds=3", f"run_dir={tmp_path / 'odd'}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    proc = _train([*args, "seeds=3", f"run_dir={tmp_path / 'odd'}"], env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "(1 device)" in proc.stderr  # 3 members do not split over 2 cores: one device, no error
 

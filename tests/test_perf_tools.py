@@ -8,19 +8,9 @@ import sys
 import numpy as np
 
 from jaxrl import _platform, train
+from tests.configs import CARTPOLE_TINY
 
-SMALL = [
-    "env=cartpole",
-    "seeds=2",
-    "num_envs=4",
-    "total_timesteps=4096",
-    "num_evals=2",
-    "eval.episodes=2",
-    "algo.num_steps=32",
-    "algo.num_minibatches=2",
-    "algo.update_epochs=2",
-    "plots=false",
-]
+SMALL = ["env=cartpole", "seeds=2", *CARTPOLE_TINY, "plots=false"]
 
 
 def test_profile_breakdown_and_trace(tmp_path, capsys):

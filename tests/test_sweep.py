@@ -11,20 +11,9 @@ import pytest
 from jaxrl import driver, envs, pbt, report, stats, sweep, train
 from jaxrl.checkpoint import keys_to_data
 from jaxrl.config import ConfigError, PBTConfig, parse, validate
+from tests.configs import CARTPOLE_TINY
 
-BASE = [
-    "env=cartpole",
-    "seeds=8",
-    "num_envs=4",
-    "total_timesteps=4096",
-    "num_evals=2",
-    "eval.episodes=2",
-    "algo.num_steps=32",
-    "algo.num_minibatches=2",
-    "algo.update_epochs=2",
-    "progress=false",
-    "plots=false",
-]
+BASE = ["env=cartpole", "seeds=8", *CARTPOLE_TINY, "progress=false", "plots=false"]
 
 
 def evals(run_dir):

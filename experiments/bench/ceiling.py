@@ -26,6 +26,7 @@ import platform
 
 import jax
 import jax.numpy as jnp
+from peers import PUREJAXRL_CARTPOLE  # experiments/bench/peers.py
 
 from jaxrl._platform import compiler_options
 from jaxrl.config import parse, validate
@@ -33,17 +34,7 @@ from jaxrl.loop import make_train
 from jaxrl.ppo import rollout
 from jaxrl.profile import median_seconds
 
-SETTINGS = [
-    "env=cartpole",
-    "num_envs=4",
-    "algo.num_steps=128",
-    "algo.update_epochs=4",
-    "algo.num_minibatches=4",
-    "algo.lr=2.5e-4",
-    "algo.clip_eps=0.2",
-    "algo.ent_coef=0.01",
-    "algo.max_grad_norm=0.5",
-]
+SETTINGS = ["env=cartpole", *PUREJAXRL_CARTPOLE]
 
 
 def matmul_flops(n: int = 2048) -> float:

@@ -40,6 +40,22 @@ from jaxrl.loop import make_train
 
 OUT = "experiments/results/bench_peers.json"
 
+# jaxrl overrides for PureJaxRL's CartPole PPO settings (no env, no budget;
+# also used by ceiling.py, learner.py and time_to_solve.py)
+PUREJAXRL_CARTPOLE = [
+    "num_envs=4",
+    "algo.num_steps=128",
+    "algo.update_epochs=4",
+    "algo.num_minibatches=4",
+    "algo.lr=2.5e-4",
+    "algo.ent_coef=0.01",
+    "algo.clip_eps=0.2",
+    "algo.gamma=0.99",
+    "algo.gae_lambda=0.95",
+    "algo.max_grad_norm=0.5",
+    "algo.clip_value=true",
+]
+
 # rejax's PPO at PureJaxRL's CartPole settings (also used by time_to_solve.py)
 REJAX_PPO_CARTPOLE = {
     "num_envs": 4,
@@ -173,22 +189,7 @@ def cartpole(seeds_list: list[int]) -> list[dict[str, Any]]:
     """PPO CartPole at PureJaxRL's settings: 4 envs × 128 steps, 4 epochs × 4
     minibatches, 500k steps, lr 2.5e-4, 64×64 tanh networks."""
     total = 500_000
-    ours = [
-        "env=cartpole",
-        "num_envs=4",
-        f"total_timesteps={total}",
-        "algo.num_steps=128",
-        "algo.update_epochs=4",
-        "algo.num_minibatches=4",
-        "algo.lr=2.5e-4",
-        "algo.ent_coef=0.01",
-        "algo.clip_eps=0.2",
-        "algo.gamma=0.99",
-        "algo.gae_lambda=0.95",
-        "algo.max_grad_norm=0.5",
-        "algo.clip_value=true",
-        "eval.episodes=128",
-    ]
+    ours = ["env=cartpole", *PUREJAXRL_CARTPOLE, f"total_timesteps={total}", "eval.episodes=128"]
     return _versus_rejax(
         "PPO CartPole-v1 (4 envs × 128 steps, 4 × 4 minibatches, 500k steps)",
         ours,

@@ -26,20 +26,7 @@ import time
 
 import numpy as np
 
-PUREJAXRL = [
-    "num_envs=4",
-    "algo.num_steps=128",
-    "algo.update_epochs=4",
-    "algo.num_minibatches=4",
-    "algo.lr=2.5e-4",
-    "algo.ent_coef=0.01",
-    "algo.clip_eps=0.2",
-    "algo.max_grad_norm=0.5",
-    "algo.clip_value=true",
-    "total_timesteps=1000000",
-    "num_evals=40",
-    "eval.episodes=16",
-]
+BUDGET = ["total_timesteps=1000000", "num_evals=40", "eval.episodes=16"]
 
 
 def jaxrl_cli(extra: list[str]) -> dict:
@@ -93,7 +80,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="experiments/results/bench_time_to_solve.json")
     args = parser.parse_args()
-    result = {"jaxrl_preset": jaxrl_cli([]), "jaxrl_purejaxrl_settings": jaxrl_cli(PUREJAXRL)}
+    from peers import PUREJAXRL_CARTPOLE  # experiments/bench/peers.py
+
+    result = {"jaxrl_preset": jaxrl_cli([]), "jaxrl_purejaxrl_settings": jaxrl_cli([*PUREJAXRL_CARTPOLE, *BUDGET])}
     print(json.dumps(result), flush=True)
     try:
         result["rejax_purejaxrl_settings"] = rejax_run()
