@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python experiments/bench_cartpole.py
 	$(BIN)/python experiments/bench/peers.py all
 	$(BIN)/python experiments/bench/ceiling.py
+	$(BIN)/python experiments/bench/learner.py
 	$(BIN)/python experiments/bench/scaling.py
 	$(BIN)/python experiments/bench/gae.py
 	$(BIN)/python experiments/bench/time_to_solve.py

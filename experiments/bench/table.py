@@ -118,6 +118,18 @@ def main() -> None:
             ],
             rows,
         )
+    learner = _load("bench_learner.json")
+    if learner:
+        lines += ["## PPO learner and LLVM level (PureJaxRL CartPole settings)", ""]
+        l1 = learner["learner"]
+        lines += [
+            f"Learner alone: {l1['learner_ms_per_update']} ms per update, "
+            f"{l1['kernels_per_minibatch_step']} XLA kernels per minibatch step.",
+            "",
+        ]
+        rows = [[r["seeds"], r["llvm"], r["compile_s"], r["env_steps_per_s"]] for r in learner.get("opt_levels", [])]
+        if rows:
+            lines += _table(["seeds", "LLVM level", "compile s", "env steps/s"], rows)
     scaling = _load("bench_scaling.json")
     if scaling:
         lines += ["## Scaling (PPO CartPole, 128 steps, 4 × 4 minibatches)", ""]

@@ -1,0 +1,128 @@
+"""The PPO learner's cost at PureJaxRL's CartPole settings, and what LLVM -O1 does.
+
+    python experiments/bench/learner.py [--skip-opt-levels] [--out experiments/results/bench_learner.json]
+
+1. ``ppo.learn`` alone (4 epochs × 4 minibatches of 128 on a real rollout, one
+   seed): median ms per update, and the XLA kernels (fusions + dots) in one
+   minibatch step of the compiled program — on XLA:CPU each is dispatched on
+   its own, so fewer, larger kernels is what makes small networks faster.
+2. The whole training program (``make_train(...).train``, 500k steps per
+   seed; 1 and 16 seeds, one device) compiled with XLA's default LLVM level and
+   with jaxrl's ``-O1`` (``jaxrl._platform.compiler_options``) in the same
+   process: compile seconds and env-steps/s of each.
+
+Only public pieces are used, so the script also runs against older jaxrl
+checkouts (``PYTHONPATH=OLD_CHECKOUT``; part 2 needs ``compiler_options``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+from peers import PUREJAXRL_CARTPOLE  # experiments/bench/peers.py
+
+from jaxrl import ppo
+from jaxrl.config import parse, validate
+from jaxrl.loop import make_train
+
+SETTINGS = ["env=cartpole", *PUREJAXRL_CARTPOLE, "total_timesteps=500000", "eval.episodes=128"]
+
+
+def _median_ms(fn, *args, repeats: int = 200) -> float:
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def kernels_per_minibatch_step(hlo: str) -> int:
+    """Fusions + dots in the compiled while-loop body with the most dots (the minibatch step)."""
+    bodies, current = {}, None
+    for line in hlo.splitlines():
+        header = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
+        if header and not line.startswith(" "):
+            current = header.group(1)
+            bodies[current] = []
+        elif line.startswith("}"):
+            current = None
+        elif current:
+            bodies[current].append(line)
+    loop_bodies = set(re.findall(r"body=%?([\w.\-]+)", hlo))
+
+    def count(name: str, op: str) -> int:
+        return sum(1 for line in bodies.get(name, []) if re.search(rf"= \S+ {op}\(", line))
+
+    step = max(loop_bodies, key=lambda name: count(name, "dot"))
+    return count(step, "fusion") + count(step, "dot")
+
+
+def learner() -> dict:
+    config = validate(parse([*SETTINGS, "seeds=1"]))
+    trainer = make_train(config)
+    agent, hp, algo = trainer.agent, trainer.hparams, config.algo
+    state = agent.init(jax.random.key(0), hp)
+    _, _, prepared = jax.jit(lambda s: agent.phases[1][1](s, hp))(state)
+
+    def learn(params, opt_state, batch, key):
+        return ppo.learn(params, opt_state, jnp.float32(2.5e-4), batch, key, hp, agent.network, algo)
+
+    args = (state.params, state.opt_state, prepared.batch, jax.random.key(1))
+    compiled = jax.jit(learn).lower(*args).compile()
+    return {
+        "learner_ms_per_update": round(_median_ms(compiled, *args), 3),
+        "kernels_per_minibatch_step": kernels_per_minibatch_step(compiled.as_text()),
+    }
+
+
+def opt_levels(seeds: int) -> list[dict]:
+    from jaxrl._platform import compiler_options
+
+    config = validate(parse([*SETTINGS, f"seeds={seeds}", "num_evals=1", "progress=false"]))
+    trainer = make_train(config)
+    keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
+    rows = []
+    for name, options in (("XLA default", None), ("jaxrl -O1", compiler_options())):
+        t0 = time.perf_counter()
+        compiled = jax.jit(jax.vmap(trainer.train, in_axes=(0, None))).lower(keys, trainer.hparams).compile(options)
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(keys, trainer.hparams))
+        run_s = time.perf_counter() - t0
+        rows.append(
+            {
+                "seeds": seeds,
+                "llvm": name,
+                "compile_s": round(compile_s, 2),
+                "env_steps_per_s": round(trainer.total_env_steps * seeds / run_s),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--skip-opt-levels", action="store_true")
+    parser.add_argument("--out", default="experiments/results/bench_learner.json")
+    args = parser.parse_args()
+    result = {"jax": jax.__version__, "backend": jax.default_backend(), "learner": learner()}
+    print(json.dumps(result["learner"]), flush=True)
+    if not args.skip_opt_levels:
+        result["opt_levels"] = opt_levels(1) + opt_levels(16)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
