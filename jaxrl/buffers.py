@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-__all__ = ["ReplayBuffer", "init", "add", "sample"]
+__all__ = ["ReplayBuffer", "init", "add", "sample", "sample_indices", "take"]
 
 
 @struct.dataclass
@@ -33,11 +33,16 @@ def init(example: Any, capacity: int) -> ReplayBuffer:
 
 
 def add(buffer: ReplayBuffer, items: Any) -> ReplayBuffer:
-    """Write a batch ``[B, ...]`` of items (``B`` ≤ capacity), wrapping around."""
+    """Write a batch ``[B, ...]`` of items in order, wrapping around; when
+    ``B`` exceeds the capacity only the last ``capacity`` items are kept, as if
+    written one by one."""
     capacity = buffer.capacity
     count = jax.tree.leaves(items)[0].shape[0]
-    index = (buffer.position + jnp.arange(count)) % capacity
-    data = jax.tree.map(lambda store, x: store.at[index].set(x), buffer.data, items)
+    skip = max(0, count - capacity)  # items overwritten within this same batch
+    if skip:
+        items = jax.tree.map(lambda x: x[skip:], items)
+    index = (buffer.position + skip + jnp.arange(count - skip)) % capacity
+    data = jax.tree.map(lambda store, x: store.at[index].set(x, unique_indices=True), buffer.data, items)
     return ReplayBuffer(
         data,
         ((buffer.position + count) % capacity).astype(jnp.int32),
@@ -47,5 +52,15 @@ def add(buffer: ReplayBuffer, items: Any) -> ReplayBuffer:
 
 def sample(buffer: ReplayBuffer, key: jax.Array, batch_size: int) -> Any:
     """``batch_size`` items drawn uniformly (with replacement) from the filled slots."""
-    index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(buffer.size, 1))
+    return take(buffer, sample_indices(buffer, key, (batch_size,)))
+
+
+def sample_indices(buffer: ReplayBuffer, key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """int32 ``shape`` slot indices drawn uniformly from the filled slots — e.g.
+    ``[steps, batch]`` for several gradient steps' batches in one draw."""
+    return jax.random.randint(key, shape, 0, jnp.maximum(buffer.size, 1))
+
+
+def take(buffer: ReplayBuffer, index: jax.Array) -> Any:
+    """The items at slot ``index`` ``[...]`` (leaves ``[..., *item]``)."""
     return jax.tree.map(lambda store: store[index], buffer.data)

@@ -108,7 +108,12 @@ class TanhGaussian(NamedTuple):
 
     def sample_and_log_prob(self, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """``(action, log p(action), u)`` — reparameterized (differentiable in mean/log_std)."""
-        u = self.sample_pre_tanh(key)
+        return self.from_noise(jax.random.normal(key, jnp.shape(self.mean), self.mean.dtype))
+
+    def from_noise(self, noise: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """:meth:`sample_and_log_prob` with its standard-normal draw ``noise``
+        ``[..., d]`` given, so a caller can draw many samples' noise in one call."""
+        u = self.mean + jnp.exp(self.log_std) * noise
         return self.squash(u), self.log_prob_pre_tanh(u), u
 
     def entropy(self) -> jax.Array:

@@ -163,20 +163,28 @@ def _policy(actor: Actor, params: Any, obs: jax.Array, space: Box) -> TanhGaussi
     return TanhGaussian(mean, log_std, -jnp.ones(space.shape), jnp.ones(space.shape))
 
 
+def _sample(dist: TanhGaussian, key: jax.Array | None, noise: jax.Array | None) -> tuple[jax.Array, ...]:
+    return dist.sample_and_log_prob(key) if noise is None else dist.from_noise(noise)
+
+
 def critic_loss(
     critic_params: Any,
     target_params: Any,
     actor_params: Any,
     log_alpha: jax.Array,
     batch: Transition,
-    key: jax.Array,
+    key: jax.Array | None,
     hp: HParams,
     actor: Actor,
     critic: Critic,
     space: Box,
+    *,
+    noise: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-    """``½ Σ_i E[(Q_i(s, a) − y)²]`` with the soft, time-limit-aware target ``y``."""
-    next_action, next_logp, _ = _policy(actor, actor_params, batch.next_obs, space).sample_and_log_prob(key)
+    """``½ Σ_i E[(Q_i(s, a) − y)²]`` with the soft, time-limit-aware target ``y``;
+    ``a' ~ π(·|s')`` from ``key``, or from its standard-normal ``noise`` ``[B, d]``."""
+    next_policy = _policy(actor, actor_params, batch.next_obs, space)
+    next_action, next_logp, _ = _sample(next_policy, key, noise)
     next_q = jnp.min(critic.apply(target_params, batch.next_obs, next_action), axis=0)
     alpha = jnp.exp(log_alpha)
     not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
@@ -192,13 +200,16 @@ def actor_loss(
     critic_params: Any,
     log_alpha: jax.Array,
     obs: jax.Array,
-    key: jax.Array,
+    key: jax.Array | None,
     actor: Actor,
     critic: Critic,
     space: Box,
+    *,
+    noise: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-    """``E[α log π(ã|s) − min_i Q_i(s, ã)]``, ``ã`` reparameterized; returns ``(loss, log π)``."""
-    action, logp, _ = _policy(actor, actor_params, obs, space).sample_and_log_prob(key)
+    """``E[α log π(ã|s) − min_i Q_i(s, ã)]``, ``ã`` reparameterized (from ``key``,
+    or from its standard-normal ``noise`` ``[B, d]``); returns ``(loss, log π)``."""
+    action, logp, _ = _sample(_policy(actor, actor_params, obs, space), key, noise)
     q = jnp.min(critic.apply(critic_params, obs, action), axis=0)
     alpha = jax.lax.stop_gradient(jnp.exp(log_alpha))
     return jnp.mean(alpha * logp - q), logp
@@ -213,10 +224,28 @@ _apply = optim.apply  # global-norm clip + Adam over the raveled parameters
 
 
 def gradient_step(
-    state: SACState, batch: Transition, key: jax.Array, hp: HParams, actor: Actor, critic: Critic, space: Box
+    state: SACState,
+    batch: Transition,
+    key: jax.Array | None,
+    hp: HParams,
+    actor: Actor,
+    critic: Critic,
+    space: Box,
+    *,
+    noise: jax.Array | None = None,
 ) -> tuple[SACState, StepMetrics]:
-    """Critics, then actor and temperature, then the target critics (``τ``)."""
-    key_critic, key_actor = jax.random.split(key)
+    """Critics, then actor and temperature, then the target critics (``τ``).
+
+    The two policy samples (the critic target's ``a'`` and the actor loss's
+    ``ã``) come from ``key``, or from their standard-normal ``noise``
+    ``[2, B, d]`` when given (``key`` is then unused and may be ``None``).
+    """
+    if noise is None:
+        key_critic, key_actor = jax.random.split(key)
+        noise_critic = noise_actor = None
+    else:
+        key_critic = key_actor = None
+        noise_critic, noise_actor = noise[0], noise[1]
     (c_loss, q_mean), c_grads = jax.value_and_grad(critic_loss, has_aux=True)(
         state.critic_params,
         state.target_params,
@@ -228,12 +257,21 @@ def gradient_step(
         actor,
         critic,
         space,
+        noise=noise_critic,
     )
     critic_params, critic_opt, grad_norm = _apply(
         state.critic_params, c_grads, state.critic_opt, hp.lr, hp.max_grad_norm
     )
     (a_loss, logp), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
-        state.actor_params, critic_params, state.log_alpha, batch.obs, key_actor, actor, critic, space
+        state.actor_params,
+        critic_params,
+        state.log_alpha,
+        batch.obs,
+        key_actor,
+        actor,
+        critic,
+        space,
+        noise=noise_actor,
     )
     actor_params, actor_opt, _ = _apply(state.actor_params, a_grads, state.actor_opt, hp.lr, hp.max_grad_norm)
     target_entropy = -hp.target_entropy_scale * float(np.prod(space.shape))
@@ -284,22 +322,36 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
         return normalize.normalize(state.obs_stats, obs) if algo.normalize_obs else obs
 
     def env_steps(state: SACState, steps: int, random: bool) -> tuple[SACState, Any]:
-        """``steps`` steps of every env; transitions go into the buffer."""
+        """``steps`` steps of every env, then their ``steps · N`` transitions into
+        the buffer in step order. The action noise and the env keys of all steps
+        are drawn up front (one call each), so the loop runs only the policy,
+        the sampling and the env."""
+        key, key_act, key_env = jax.random.split(state.key, 3)
+        if random:
+            draws = jax.random.uniform(key_act, (steps, num_envs, dim), minval=-1.0, maxval=1.0)
+        else:
+            draws = jax.random.normal(key_act, (steps, num_envs, dim))
+        # raw key data through the scan: jax.debug_key_reuse cannot follow typed keys sliced by it
+        impl = jax.random.key_impl(key_env)
+        env_keys = jax.random.key_data(jax.random.split(key_env, (steps, num_envs)))
 
-        def one(carry, _):
-            env_state, obs, key, buffer = carry
-            key, key_act, key_env = jax.random.split(key, 3)
+        def one(carry, inputs):
+            env_state, obs = carry
+            draw, keys = inputs
             if random:
-                action = jax.random.uniform(key_act, (num_envs, dim), minval=-1.0, maxval=1.0)
+                action = draw
             else:
-                action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).sample_and_log_prob(key_act)
-            env_state, out = step_envs(jax.random.split(key_env, num_envs), env_state, to_env(action), env_params)
-            buffer = buffers.add(buffer, Transition(obs, action, out.reward, out.terminated, out.final_obs))
-            return (env_state, out.obs, key, buffer), (out.done, out.episode_return, out.episode_length, obs)
+                action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).from_noise(draw)
+            keys = jax.random.wrap_key_data(keys, impl=impl)
+            env_state, out = step_envs(keys, env_state, to_env(action), env_params)
+            transition = Transition(obs, action, out.reward, out.terminated, out.final_obs)
+            return (env_state, out.obs), (transition, (out.done, out.episode_return, out.episode_length, obs))
 
-        (env_state, obs, key, buffer), trace = jax.lax.scan(
-            one, (state.env_state, state.obs, state.key, state.buffer), None, length=steps
+        (env_state, obs), (transitions, trace) = jax.lax.scan(
+            one, (state.env_state, state.obs), (draws, env_keys), length=steps
         )
+        flat = jax.tree.map(lambda x: x.reshape((steps * num_envs,) + x.shape[2:]), transitions)
+        buffer = buffers.add(state.buffer, flat)
         return state.replace(env_state=env_state, obs=obs, key=key, buffer=buffer), trace
 
     def init(key: jax.Array, hp: HParams) -> SACState:
@@ -336,16 +388,20 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
         if algo.normalize_obs:
             state = state.replace(obs_stats=normalize.update(state.obs_stats, seen_obs))
 
-        def learn(carry, _):
-            state = carry
-            key, key_sample, key_step = jax.random.split(state.key, 3)
-            batch = buffers.sample(state.buffer, key_sample, algo.batch_size)
+        # every gradient step's batch indices and policy noise in one draw each
+        # (the buffer does not change while they run)
+        key, key_index, key_noise = jax.random.split(state.key, 3)
+        index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
+        noise = jax.random.normal(key_noise, (grad_steps, 2, algo.batch_size, dim))
+
+        def learn(state, inputs):
+            index, noise = inputs
+            batch = buffers.take(state.buffer, index)
             if algo.normalize_obs:
                 batch = batch._replace(obs=prep(state, batch.obs), next_obs=prep(state, batch.next_obs))
-            state, metrics = gradient_step(state.replace(key=key), batch, key_step, hp, actor, critic, space)
-            return state, metrics
+            return gradient_step(state, batch, None, hp, actor, critic, space, noise=noise)
 
-        state, m = jax.lax.scan(learn, state, None, length=grad_steps)
+        state, m = jax.lax.scan(learn, state.replace(key=key), (index, noise))
         m = jax.tree.map(jnp.mean, m)
         done_f = done.astype(jnp.float32)
         finite = (

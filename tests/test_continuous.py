@@ -82,6 +82,25 @@ def test_replay_buffer_wraps_around_and_samples_written_slots_only():
     assert counts.min() > 800  # uniform
 
 
+def test_replay_buffer_add_larger_than_capacity_equals_adding_one_by_one():
+    example = {"i": jnp.zeros((), jnp.int32)}
+    start = jax.jit(buffers.add)(buffers.init(example, capacity=4), {"i": jnp.arange(100, 103)})
+    at_once = buffers.add(start, {"i": jnp.arange(1, 11)})  # 10 items into 4 slots
+    one_by_one = start
+    for i in range(1, 11):
+        one_by_one = buffers.add(one_by_one, {"i": jnp.array([i])})
+    np.testing.assert_array_equal(np.asarray(at_once.data["i"]), np.asarray(one_by_one.data["i"]))
+    assert (int(at_once.position), int(at_once.size)) == (int(one_by_one.position), int(one_by_one.size)) == (1, 4)
+
+
+def test_tanh_gaussian_from_noise_is_sample_and_log_prob_with_its_draw():
+    dist = TanhGaussian(jnp.array([[0.3, -1.0]]), jnp.array([[-0.5, 0.2]]), -jnp.ones(2), 2 * jnp.ones(2))
+    key = jax.random.key(3)
+    noise = jax.random.normal(key, (1, 2))
+    for a, b in zip(dist.sample_and_log_prob(key), dist.from_noise(noise), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 # --- SAC ------------------------------------------------------------------------
 
 
@@ -126,7 +145,7 @@ def test_sac_temperature_drives_entropy_to_its_target():
 
 def test_sac_learns_pendulum_in_a_ci_budget():
     config = validate(
-        parse(["env=pendulum", "algo=sac", "seeds=2", "total_timesteps=8000", "num_evals=2", "eval.episodes=4"])
+        parse(["env=pendulum", "algo=sac", "seeds=2", "total_timesteps=10000", "num_evals=2", "eval.episodes=4"])
     )
     trainer = make_train(config)
     init_b, chunk_b = make_batched(trainer)
@@ -136,6 +155,96 @@ def test_sac_learns_pendulum_in_a_ci_budget():
         states, metrics = chunk(states, trainer.hparams)
     final = np.asarray(metrics.eval.returns).mean(-1)
     assert np.all(final > -400), final  # random play scores ≈ −1200
+
+
+def _sac_parts(batch_size=32):
+    from jaxrl import sac
+    from jaxrl.envs.core import Box
+
+    actor, critic = sac.Actor(1, (16, 16)), sac.Critic((16, 16))
+    space = Box(low=np.array([-2.0], np.float32), high=np.array([2.0], np.float32), shape=(1,))
+    keys = jax.random.split(jax.random.key(0), 8)
+    obs, next_obs = jax.random.normal(keys[0], (2, batch_size, 3))
+    batch = sac.Transition(
+        obs=obs,
+        action=jax.random.uniform(keys[1], (batch_size, 1), minval=-1.0, maxval=1.0),
+        reward=jax.random.normal(keys[2], (batch_size,)),
+        terminated=jax.random.bernoulli(keys[3], 0.3, (batch_size,)),
+        next_obs=next_obs,
+    )
+    actor_params = actor.init(keys[4], obs)
+    critic_params = critic.init(keys[5], obs, batch.action)
+    target_params = jax.tree.map(lambda x: x + 0.1, critic_params)
+    return sac, actor, critic, space, batch, actor_params, critic_params, target_params, keys[6]
+
+
+def _np_policy(actor, params, obs, noise):
+    """float64 pre-tanh sample and log-density of a = tanh(u) in [-1, 1]."""
+    mean, log_std = (np.asarray(x, np.float64) for x in actor.apply(params, obs))
+    u = mean + np.exp(log_std) * np.asarray(noise, np.float64)
+    gauss = -0.5 * ((u - mean) / np.exp(log_std)) ** 2 - log_std - 0.5 * np.log(2 * np.pi)
+    return np.tanh(u), np.sum(gauss - np.log(1.0 - np.tanh(u) ** 2), axis=-1)
+
+
+def test_sac_losses_equal_a_float64_hand_computation():
+    sac, actor, critic, space, batch, actor_params, critic_params, target_params, key = _sac_parts()
+    hp = sac.HParams.from_config(validate(parse(["env=pendulum", "algo=sac", "algo.gamma=0.9"])).algo)
+    noise = jax.random.normal(key, (2, 32, 1))
+    log_alpha = jnp.float32(np.log(0.3))
+
+    loss, _ = sac.critic_loss(
+        critic_params, target_params, actor_params, log_alpha, batch, None, hp, actor, critic, space, noise=noise[0]
+    )
+    next_a, next_logp = _np_policy(actor, actor_params, batch.next_obs, noise[0])
+    next_q = np.min(np.asarray(critic.apply(target_params, batch.next_obs, jnp.asarray(next_a, jnp.float32))), 0)
+    not_done = 1.0 - np.asarray(batch.terminated, np.float64)
+    y = np.asarray(batch.reward) + 0.9 * not_done * (next_q - 0.3 * next_logp)
+    q = np.asarray(critic.apply(critic_params, batch.obs, batch.action), np.float64)
+    np.testing.assert_allclose(float(loss), 0.5 * np.sum(np.mean((q - y) ** 2, axis=-1)), rtol=1e-4)
+
+    loss, logp = sac.actor_loss(
+        actor_params, critic_params, log_alpha, batch.obs, None, actor, critic, space, noise=noise[1]
+    )
+    a, ref_logp = _np_policy(actor, actor_params, batch.obs, noise[1])
+    q = np.min(np.asarray(critic.apply(critic_params, batch.obs, jnp.asarray(a, jnp.float32))), 0)
+    np.testing.assert_allclose(np.asarray(logp), ref_logp, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(float(loss), np.mean(0.3 * ref_logp - q), rtol=1e-4, atol=1e-5)
+
+
+def test_sac_gradient_step_from_noise_equals_from_its_key():
+    """The update's bulk-drawn noise path is the key path with the same draws."""
+    from jaxrl import normalize, optim
+
+    sac, actor, critic, space, batch, actor_params, critic_params, target_params, key = _sac_parts()
+    hp = sac.HParams.from_config(validate(parse(["env=pendulum", "algo=sac"])).algo)
+    state = sac.SACState(
+        actor_params=actor_params,
+        critic_params=critic_params,
+        target_params=target_params,
+        log_alpha=jnp.float32(0.0),
+        actor_opt=optim.init(actor_params),
+        critic_opt=optim.init(critic_params),
+        alpha_opt=optim.init(jnp.float32(0.0)),
+        buffer=None,
+        obs_stats=normalize.init((3,)),
+        env_state=None,
+        obs=None,
+        key=key,
+    )
+    key_critic, key_actor = jax.random.split(key)
+    noise = jnp.stack([jax.random.normal(k, (32, 1)) for k in (key_critic, key_actor)])
+    step = jax.jit(sac.gradient_step, static_argnums=(4, 5, 6))
+    by_key = step(state, batch, key, hp, actor, critic, space)
+    by_noise = jax.jit(lambda s, b, n: sac.gradient_step(s, b, None, hp, actor, critic, space, noise=n))(
+        state, batch, noise
+    )
+    (state_k, metrics_k), (state_n, metrics_n) = by_key, by_noise
+    for a, b in zip(
+        jax.tree.leaves((state_k.replace(key=None), metrics_k)),
+        jax.tree.leaves((state_n.replace(key=None), metrics_n)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
 
 
 def test_sac_rejects_discrete_envs(capsys):
