@@ -33,7 +33,7 @@ from jaxrl.agent import Agent
 from jaxrl.config import SACConfig
 from jaxrl.distributions import TanhGaussian
 from jaxrl.envs.core import Box, Env
-from jaxrl.networks import MLP
+from jaxrl.networks import MLP, dense_dot_general
 
 __all__ = [
     "HParams",
@@ -90,8 +90,8 @@ class Actor(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         x = MLP(self.hidden_sizes, self.activation)(obs)
-        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
-        raw = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
+        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01), dot_general=dense_dot_general)(x)
+        raw = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01), dot_general=dense_dot_general)(x)
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
         return mean, log_std
 
@@ -105,7 +105,10 @@ class Critic(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         x = jnp.concatenate([obs, action], axis=-1)
-        qs = [nn.Dense(1)(MLP(self.hidden_sizes, self.activation)(x))[..., 0] for _ in range(2)]
+        qs = [
+            nn.Dense(1, dot_general=dense_dot_general)(MLP(self.hidden_sizes, self.activation)(x))[..., 0]
+            for _ in range(2)
+        ]
         return jnp.stack(qs)
 
 

@@ -1,6 +1,7 @@
-"""The PPO learner's cost at PureJaxRL's CartPole settings, and what LLVM -O1 does.
+"""The PPO learner's cost at PureJaxRL's CartPole settings, and what LLVM -O1
+and the Dense layers' transposed backward do.
 
-    python experiments/bench/learner.py [--skip-opt-levels] [--out experiments/results/bench_learner.json]
+    python experiments/bench/learner.py [--skip-opt-levels] [--skip-backward] [--out experiments/results/bench_learner.json]
 
 1. ``ppo.learn`` alone (4 epochs × 4 minibatches of 128 on a real rollout, one
    seed): median ms per update, and the XLA kernels (fusions + dots) in one
@@ -11,8 +12,16 @@
    with jaxrl's ``-O1`` (``jaxrl._platform.compiler_options``) in the same
    process: compile seconds and env-steps/s of each.
 
-Only public pieces are used, so the script also runs against older jaxrl
-checkouts (``PYTHONPATH=OLD_CHECKOUT``; part 2 needs ``compiler_options``).
+3. The whole training program of PPO CartPole (1 and 16 seeds) and of SAC
+   Pendulum at ``peers.py``'s settings (1 and 4 seeds), each compiled twice in
+   the same process: with the Dense layers' kernel gradient as ``xᵀ @ g``
+   (``jaxrl.networks.TRANSPOSED_BACKWARD``, the default) and with
+   ``lax.dot_general``'s own backward; the runs alternate, 3 each, and the
+   median env-steps/s of each and their ratio are printed.
+
+Only public pieces are used, so parts 1–2 also run against older jaxrl
+checkouts (``PYTHONPATH=OLD_CHECKOUT``; part 2 needs ``compiler_options``,
+part 3 ``TRANSPOSED_BACKWARD``).
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import time
 
 import jax
 import jax.numpy as jnp
-from peers import PUREJAXRL_CARTPOLE  # experiments/bench/peers.py
+from peers import PUREJAXRL_CARTPOLE, SAC_PENDULUM  # experiments/bench/peers.py
 
 from jaxrl import ppo
 from jaxrl.config import parse, validate
@@ -110,15 +119,54 @@ def opt_levels(seeds: int) -> list[dict]:
     return rows
 
 
+def backward_layout(name: str, settings: list[str], seeds: int, repeats: int = 3) -> dict:
+    from jaxrl import networks
+    from jaxrl._platform import compiler_options
+
+    config = validate(parse([*settings, f"seeds={seeds}", "num_evals=1", "progress=false"]))
+    keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
+    programs = {}
+    for transposed in (True, False):
+        networks.TRANSPOSED_BACKWARD = transposed  # read while tracing
+        trainer = make_train(config)
+        fn = jax.jit(jax.vmap(trainer.train, in_axes=(0, None)))
+        programs[transposed] = fn.lower(keys, trainer.hparams).compile(compiler_options())
+    networks.TRANSPOSED_BACKWARD = True
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(repeats):
+        for transposed, compiled in programs.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled(keys, trainer.hparams))
+            rates[transposed].append(trainer.total_env_steps * seeds / (time.perf_counter() - t0))
+    row = {
+        "program": name,
+        "seeds": seeds,
+        "env_steps_per_s_transposed": round(statistics.median(rates[True])),
+        "env_steps_per_s_lax": round(statistics.median(rates[False])),
+    }
+    row["ratio"] = round(row["env_steps_per_s_transposed"] / row["env_steps_per_s_lax"], 3)
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip-opt-levels", action="store_true")
+    parser.add_argument("--skip-backward", action="store_true")
     parser.add_argument("--out", default="experiments/results/bench_learner.json")
     args = parser.parse_args()
     result = {"jax": jax.__version__, "backend": jax.default_backend(), "learner": learner()}
     print(json.dumps(result["learner"]), flush=True)
     if not args.skip_opt_levels:
         result["opt_levels"] = opt_levels(1) + opt_levels(16)
+    if not args.skip_backward:
+        cartpole = ["env=cartpole", *PUREJAXRL_CARTPOLE, "total_timesteps=500000", "eval.episodes=16"]
+        result["backward_layout"] = [
+            backward_layout("PPO CartPole", cartpole, 1),
+            backward_layout("PPO CartPole", cartpole, 16),
+            backward_layout("SAC Pendulum", SAC_PENDULUM, 1),
+            backward_layout("SAC Pendulum", SAC_PENDULUM, 4),
+        ]
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)

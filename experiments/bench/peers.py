@@ -200,23 +200,27 @@ def cartpole(seeds_list: list[int]) -> list[dict[str, Any]]:
     )
 
 
+# jaxrl's SAC on Pendulum at rejax's settings (also used by learner.py)
+SAC_PENDULUM = [
+    "env=pendulum",
+    "algo=sac",
+    "num_envs=1",
+    "total_timesteps=20000",
+    "algo.num_steps=8",
+    "algo.utd=1",
+    "algo.batch_size=256",
+    "algo.hidden_sizes=[64,64]",
+    "algo.learning_starts=1000",
+    "algo.lr=3e-4",
+    "algo.buffer_size=20000",
+    "eval.episodes=16",
+]
+
+
 def sac(seeds_list: list[int]) -> list[dict[str, Any]]:
     """SAC Pendulum: 1 env, UTD 1, batch 256, 64×64 relu networks, 20k steps."""
     total = 20_000
-    ours = [
-        "env=pendulum",
-        "algo=sac",
-        "num_envs=1",
-        f"total_timesteps={total}",
-        "algo.num_steps=8",
-        "algo.utd=1",
-        "algo.batch_size=256",
-        "algo.hidden_sizes=[64,64]",
-        "algo.learning_starts=1000",
-        "algo.lr=3e-4",
-        "algo.buffer_size=20000",
-        "eval.episodes=16",
-    ]
+    ours = SAC_PENDULUM
     peer = {
         "num_envs": 1,
         "num_epochs": 1,

@@ -130,6 +130,13 @@ def main() -> None:
         rows = [[r["seeds"], r["llvm"], r["compile_s"], r["env_steps_per_s"]] for r in learner.get("opt_levels", [])]
         if rows:
             lines += _table(["seeds", "LLVM level", "compile s", "env steps/s"], rows)
+        rows = [
+            [r["program"], r["seeds"], r["env_steps_per_s_transposed"], r["env_steps_per_s_lax"], r["ratio"]]
+            for r in learner.get("backward_layout", [])
+        ]
+        if rows:
+            lines += ["Dense kernel gradient as materialized xᵀ @ g vs lax.dot_general's backward (same process):", ""]
+            lines += _table(["program", "seeds", "xᵀ @ g env steps/s", "lax env steps/s", "ratio"], rows)
     scaling = _load("bench_scaling.json")
     if scaling:
         lines += ["## Scaling (PPO CartPole, 128 steps, 4 × 4 minibatches)", ""]
