@@ -12,7 +12,9 @@ run's state and numbers are untouched):
 * ``full update``: the whole update as trained.
 
 Each phase's own cost is the difference between consecutive prefixes; the
-learner is the full update minus the last prefix. A rollout-bound run spends
+learner is the full update minus the last prefix. The probes are timed
+round-robin (one call of each per round, median over rounds), so drift in the
+machine's speed shifts them alike. A rollout-bound run spends
 most of its time before the learner, a learner-bound one after it.
 """
 
@@ -41,12 +43,26 @@ def median_seconds(fn: Any, *args: Any, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def _time(fn: Any, *args: Any, repeats: int) -> tuple[float, float]:
-    """(compile seconds, median seconds per call) of ``jax.jit(fn)(*args)``."""
-    t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile(compiler_options())
-    compile_s = time.perf_counter() - t0
-    return compile_s, median_seconds(compiled, *args, repeats=repeats)
+def _time_interleaved(calls: list[tuple[Any, tuple]], repeats: int) -> list[tuple[float, float]]:
+    """(compile seconds, median seconds per call) of each ``jax.jit(fn)(*args)``.
+
+    The calls are compiled and warmed first, then timed round-robin, one call
+    of each per round, so that a machine speeding up or slowing down during
+    the measurement shifts every probe alike instead of skewing their
+    differences."""
+    compiled, compile_s = [], []
+    for fn, args in calls:
+        t0 = time.perf_counter()
+        compiled.append(jax.jit(fn).lower(*args).compile(compiler_options()))
+        compile_s.append(time.perf_counter() - t0)
+        jax.block_until_ready(compiled[-1](*args))
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeats):
+        for i, (_, args) in enumerate(calls):
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled[i](*args))
+            times[i].append(time.perf_counter() - t0)
+    return [(c, statistics.median(t)) for c, t in zip(compile_s, times, strict=True)]
 
 
 def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict[str, Any]:
@@ -84,11 +100,9 @@ def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict
         probes.append((label, jax.vmap(lambda s, hp, fn=fn: fn(s.agent, hp))))
     probes.append(("full update", jax.vmap(lambda s, hp: trainer.update(s, hp))))
 
-    measured = []
-    for label, fn in probes:
-        args = (states,) if label.startswith("env only") else (states, hparams)
-        compile_s, seconds = _time(fn, *args, repeats=repeats)
-        measured.append((label, compile_s, seconds))
+    calls = [(fn, (states,) if label.startswith("env only") else (states, hparams)) for label, fn in probes]
+    timed = _time_interleaved(calls, repeats)
+    measured = [(label, c, seconds) for (label, _), (c, seconds) in zip(probes, timed, strict=True)]
     full = measured[-1][2]
     env_steps = trainer.steps_per_update * members
     rows = [
