@@ -91,12 +91,23 @@ def test_replay_buffer_add_larger_than_capacity_equals_adding_one_by_one():
         one_by_one = buffers.add(one_by_one, {"i": jnp.array([i])})
     np.testing.assert_array_equal(np.asarray(at_once.data["i"]), np.asarray(one_by_one.data["i"]))
     assert (int(at_once.position), int(at_once.size)) == (int(one_by_one.position), int(one_by_one.size)) == (1, 4)
+    # the write is one scatter of at most `capacity` items at distinct slots
+    # (XLA leaves a scatter with repeated indices free to apply them in any order)
+    jaxpr = jax.make_jaxpr(buffers.add)(start, {"i": jnp.arange(1, 11)})
+    scatters = [e for e in jaxpr.jaxpr.eqns if e.primitive.name.startswith("scatter")]
+    assert [e.invars[2].aval.shape for e in scatters] == [(4,)]
 
 
-def test_tanh_gaussian_from_noise_is_sample_and_log_prob_with_its_draw():
-    dist = TanhGaussian(jnp.array([[0.3, -1.0]]), jnp.array([[-0.5, 0.2]]), -jnp.ones(2), 2 * jnp.ones(2))
+def test_tanh_gaussian_from_noise_against_float64_and_sample_and_log_prob():
+    mean, log_std, low, high = jnp.array([[0.3, -1.0]]), jnp.array([[-0.5, 0.2]]), -jnp.ones(2), 2 * jnp.ones(2)
+    dist = TanhGaussian(mean, log_std, low, high)
     key = jax.random.key(3)
     noise = jax.random.normal(key, (1, 2))
+    action, logp, u = dist.from_noise(noise)
+    ref_u = np.asarray(mean, np.float64) + np.exp(np.asarray(log_std, np.float64)) * np.asarray(noise, np.float64)
+    np.testing.assert_allclose(np.asarray(u), ref_u, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(action), -1.0 + (np.tanh(ref_u) + 1.0) * 1.5, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(logp), reference_log_prob(ref_u, mean, log_std, low, high), rtol=1e-5)
     for a, b in zip(dist.sample_and_log_prob(key), dist.from_noise(noise), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
