@@ -28,7 +28,7 @@ import jax
 
 from jaxrl._platform import compiler_options
 
-__all__ = ["breakdown", "format_breakdown", "median_seconds"]
+__all__ = ["breakdown", "format_breakdown", "median_seconds", "round_robin_seconds"]
 
 
 def median_seconds(fn: Any, *args: Any, repeats: int = 5) -> float:
@@ -43,26 +43,32 @@ def median_seconds(fn: Any, *args: Any, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def _time_interleaved(calls: list[tuple[Any, tuple]], repeats: int) -> list[tuple[float, float]]:
-    """(compile seconds, median seconds per call) of each ``jax.jit(fn)(*args)``.
-
-    The calls are compiled and warmed first, then timed round-robin, one call
+def round_robin_seconds(calls: list[tuple[Any, tuple]], repeats: int = 5) -> list[float]:
+    """Median wall seconds of each ``fn(*args)`` in ``calls`` (compiled or
+    jitted functions), after one warm-up call each, timed round-robin: one call
     of each per round, so that a machine speeding up or slowing down during
-    the measurement shifts every probe alike instead of skewing their
-    differences."""
+    the measurement shifts every function alike instead of skewing their
+    comparison."""
+    for fn, args in calls:
+        jax.block_until_ready(fn(*args))
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeats):
+        for i, (fn, args) in enumerate(calls):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+def _time_interleaved(calls: list[tuple[Any, tuple]], repeats: int) -> list[tuple[float, float]]:
+    """(compile seconds, median seconds per call) of each ``jax.jit(fn)(*args)``,
+    compiled first, then timed by :func:`round_robin_seconds`."""
     compiled, compile_s = [], []
     for fn, args in calls:
         t0 = time.perf_counter()
-        compiled.append(jax.jit(fn).lower(*args).compile(compiler_options()))
+        compiled.append((jax.jit(fn).lower(*args).compile(compiler_options()), args))
         compile_s.append(time.perf_counter() - t0)
-        jax.block_until_ready(compiled[-1](*args))
-    times: list[list[float]] = [[] for _ in calls]
-    for _ in range(repeats):
-        for i, (_, args) in enumerate(calls):
-            t0 = time.perf_counter()
-            jax.block_until_ready(compiled[i](*args))
-            times[i].append(time.perf_counter() - t0)
-    return [(c, statistics.median(t)) for c, t in zip(compile_s, times, strict=True)]
+    return list(zip(compile_s, round_robin_seconds(compiled, repeats), strict=True))
 
 
 def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict[str, Any]:

@@ -21,7 +21,7 @@ and the Dense layers' transposed backward do.
 
 Only public pieces are used, so parts 1–2 also run against older jaxrl
 checkouts (``PYTHONPATH=OLD_CHECKOUT``; part 2 needs ``compiler_options``,
-part 3 ``TRANSPOSED_BACKWARD``).
+part 3 ``TRANSPOSED_BACKWARD`` and ``jaxrl.profile.round_robin_seconds``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import time
 
 import jax
@@ -40,18 +39,9 @@ from peers import PUREJAXRL_CARTPOLE, SAC_PENDULUM  # experiments/bench/peers.py
 from jaxrl import ppo
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_train
+from jaxrl.profile import median_seconds, round_robin_seconds
 
 SETTINGS = ["env=cartpole", *PUREJAXRL_CARTPOLE, "total_timesteps=500000", "eval.episodes=128"]
-
-
-def _median_ms(fn, *args, repeats: int = 200) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def kernels_per_minibatch_step(hlo: str) -> int:
@@ -88,7 +78,7 @@ def learner() -> dict:
     args = (state.params, state.opt_state, prepared.batch, jax.random.key(1))
     compiled = jax.jit(learn).lower(*args).compile()
     return {
-        "learner_ms_per_update": round(_median_ms(compiled, *args), 3),
+        "learner_ms_per_update": round(median_seconds(compiled, *args, repeats=200) * 1e3, 3),
         "kernels_per_minibatch_step": kernels_per_minibatch_step(compiled.as_text()),
     }
 
@@ -132,17 +122,14 @@ def backward_layout(name: str, settings: list[str], seeds: int, repeats: int = 3
         fn = jax.jit(jax.vmap(trainer.train, in_axes=(0, None)))
         programs[transposed] = fn.lower(keys, trainer.hparams).compile(compiler_options())
     networks.TRANSPOSED_BACKWARD = True
-    rates: dict[bool, list[float]] = {True: [], False: []}
-    for _ in range(repeats):
-        for transposed, compiled in programs.items():
-            t0 = time.perf_counter()
-            jax.block_until_ready(compiled(keys, trainer.hparams))
-            rates[transposed].append(trainer.total_env_steps * seeds / (time.perf_counter() - t0))
+    calls = [(compiled, (keys, trainer.hparams)) for compiled in programs.values()]
+    seconds = round_robin_seconds(calls, repeats)
+    rates = {t: trainer.total_env_steps * seeds / s for t, s in zip(programs, seconds, strict=True)}
     row = {
         "program": name,
         "seeds": seeds,
-        "env_steps_per_s_transposed": round(statistics.median(rates[True])),
-        "env_steps_per_s_lax": round(statistics.median(rates[False])),
+        "env_steps_per_s_transposed": round(rates[True]),
+        "env_steps_per_s_lax": round(rates[False]),
     }
     row["ratio"] = round(row["env_steps_per_s_transposed"] / row["env_steps_per_s_lax"], 3)
     print(json.dumps(row), flush=True)
