@@ -440,29 +440,25 @@ def rollout(
     """Collect ``algo.num_steps`` steps of the ``N`` envs in ``state``.
 
     Returns the advanced state and a :class:`Transition` of ``[T, N, ...]``.
-    The action noise and the env keys of all ``T`` steps are drawn up front in
-    one call each, and the values ``V(s_t)`` are computed after the loop in one
+    The action noise and the env randomness (:meth:`Env.draw_steps`) of all
+    ``T`` steps are drawn up front in one call each, and the values ``V(s_t)`` are computed after the loop in one
     batched pass (same parameters and normalizer as while acting, so they are
     the values at collection time): the sequential loop does only the policy
     forward, the sampling and the env step.
     """
     steps, num_envs = algo.num_steps, state.obs.shape[0]
-    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    step_env = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
     key, key_noise, key_env = jax.random.split(state.key, 3)
     noise = action_noise(network, key_noise, (steps, num_envs))
-    # Scanned over as raw key data: jax.debug_key_reuse cannot follow typed
-    # keys sliced by a vmapped scan, though each is used exactly once.
-    impl = jax.random.key_impl(key_env)
-    env_keys = jax.random.key_data(jax.random.split(key_env, (steps, num_envs)))
+    env_draws = env.draw_steps(jax.random.split(key_env, (steps, num_envs)), env_params)
 
     def step(carry, inputs):
         env_state, obs = carry
-        noise_t, keys_t = inputs
-        keys_t = jax.random.wrap_key_data(keys_t, impl=impl)
+        noise_t, draws_t = inputs
         policy_out = network.apply(state.params, _prepare_obs(state, obs, algo), method=ActorCritic.policy)
         dist = distribution(network, state.params, policy_out)
         action = sample_from_noise(dist, noise_t)
-        env_state, out = step_env(keys_t, env_state, env_action(action, network, env), env_params)
+        env_state, out = step_env(draws_t, env_state, env_action(action, network, env), env_params)
         transition = Transition(
             obs=obs,
             action=action,
@@ -477,7 +473,7 @@ def rollout(
         )
         return (env_state, out.obs), transition
 
-    (env_state, obs), traj = jax.lax.scan(step, (state.env_state, state.obs), (noise, env_keys))
+    (env_state, obs), traj = jax.lax.scan(step, (state.env_state, state.obs), (noise, env_draws))
     values = network.apply(state.params, _prepare_obs(state, traj.obs, algo), method=ActorCritic.value)
     traj = traj._replace(value=_value(state, values, algo))
     return state.replace(env_state=env_state, obs=obs, key=key), traj

@@ -27,6 +27,7 @@ from typing import Any
 import jax
 
 from jaxrl._platform import compiler_options
+from jaxrl.envs.core import random_steps
 
 __all__ = ["breakdown", "format_breakdown", "median_seconds", "round_robin_seconds"]
 
@@ -85,21 +86,11 @@ def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict
     """
     agent, env = trainer.agent, trainer.env
     steps = trainer.config.algo.num_steps
-    num_envs = trainer.config.num_envs
     members = int(jax.tree.leaves(hparams)[0].shape[0])
     params = env.default_params
 
     def env_only(state: Any) -> Any:
-        def step(carry, _):
-            env_state, key = carry
-            key, key_act, key_env = jax.random.split(key, 3)
-            actions = jax.vmap(env.random_action)(jax.random.split(key_act, num_envs))
-            env_state, out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(key_env, num_envs), env_state, actions, params
-            )
-            return (env_state, key), out.reward
-
-        return jax.lax.scan(step, (state.agent.env_state, state.eval_key), None, length=steps)
+        return random_steps(env, state.agent.env_state, state.eval_key, steps, params)
 
     probes: list[tuple[str, Any]] = [("env only: random actions, no policy", jax.vmap(env_only))]
     for label, fn in agent.phases:

@@ -316,7 +316,7 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = max(1, round(algo.utd * num_envs * algo.num_steps))
     warmup = -(-int(algo.learning_starts) // num_envs)  # env steps per env
-    step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    step_envs = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
 
     def to_env(action: jax.Array) -> jax.Array:
         return low + (action + 1.0) * 0.5 * (high - low)
@@ -326,32 +326,29 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
 
     def env_steps(state: SACState, steps: int, random: bool) -> tuple[SACState, Any]:
         """``steps`` steps of every env, then their ``steps · N`` transitions into
-        the buffer in step order. The action noise and the env keys of all steps
-        are drawn up front (one call each), so the loop runs only the policy,
+        the buffer in step order. The action noise and the env randomness
+        (:meth:`Env.draw_steps`) of all steps are drawn up front (one call each), so the loop runs only the policy,
         the sampling and the env."""
         key, key_act, key_env = jax.random.split(state.key, 3)
         if random:
             draws = jax.random.uniform(key_act, (steps, num_envs, dim), minval=-1.0, maxval=1.0)
         else:
             draws = jax.random.normal(key_act, (steps, num_envs, dim))
-        # raw key data through the scan: jax.debug_key_reuse cannot follow typed keys sliced by it
-        impl = jax.random.key_impl(key_env)
-        env_keys = jax.random.key_data(jax.random.split(key_env, (steps, num_envs)))
+        env_draws = env.draw_steps(jax.random.split(key_env, (steps, num_envs)), env_params)
 
         def one(carry, inputs):
             env_state, obs = carry
-            draw, keys = inputs
+            draw, env_draw = inputs
             if random:
                 action = draw
             else:
                 action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).from_noise(draw)
-            keys = jax.random.wrap_key_data(keys, impl=impl)
-            env_state, out = step_envs(keys, env_state, to_env(action), env_params)
+            env_state, out = step_envs(env_draw, env_state, to_env(action), env_params)
             transition = Transition(obs, action, out.reward, out.terminated, out.final_obs)
             return (env_state, out.obs), (transition, (out.done, out.episode_return, out.episode_length, obs))
 
         (env_state, obs), (transitions, trace) = jax.lax.scan(
-            one, (state.env_state, state.obs), (draws, env_keys), length=steps
+            one, (state.env_state, state.obs), (draws, env_draws), length=steps
         )
         flat = jax.tree.map(lambda x: x.reshape((steps * num_envs,) + x.shape[2:]), transitions)
         buffer = buffers.add(state.buffer, flat)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from jaxrl import envs
+from jaxrl.envs.gymnax_env import GymnaxEnv
 from tests.toy_envs import CountingEnv, Params
 
 
@@ -89,3 +90,85 @@ def test_vmapped_step():
     assert obs.shape == (8, 6)
     state, step = jax.jit(jax.vmap(env.step, (0, 0, 0, None)))(keys, state, jnp.zeros(8, jnp.int32), env.default_params)
     assert step.reward.shape == (8,) and step.terminated.dtype == jnp.bool_
+
+
+def _with_limit(env, steps):
+    env.default_params = env.default_params.replace(max_steps_in_episode=steps)
+    return env
+
+
+class _OwnStep(CountingEnv):
+    """A user env that overrides gymnax's ``step`` itself: it must keep the plain path."""
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        return obs, state, 2.0 * reward, terminated, truncated, info
+
+
+class _HalfReward(GymnaxEnv):
+    """A subclass of the adapter that replaces ``_step``: it must keep the plain path."""
+
+    def _step(self, key, inner, action, params):
+        inner, obs, reward, terminated, truncated, final_obs = super()._step(key, inner, action, params)
+        return inner, obs, 0.5 * reward, terminated, truncated, final_obs
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _with_limit(envs.make("cartpole"), 20),  # truncations as well as terminations
+        lambda: _with_limit(envs.make("acrobot"), 15),
+        lambda: _with_limit(envs.make("mountaincar-continuous"), 7),
+        lambda: envs.make("Breakout-MinAtar"),  # step_env draws from its key
+        lambda: envs.from_gymnax(CountingEnv(), Params(max_steps_in_episode=5, terminate_after=3)),
+        lambda: envs.from_gymnax(_OwnStep(), Params(max_steps_in_episode=4, terminate_after=100)),
+        lambda: _HalfReward(CountingEnv(), Params(max_steps_in_episode=5, terminate_after=3)),
+    ],
+)
+def test_draw_steps_then_step_drawn_equals_step(make):
+    """``draw_steps`` up front + ``step_drawn`` in the loop returns what
+    ``step`` returns with the same keys, across episode boundaries: the same
+    episode boundaries and integers, floats to rounding (the two programs fuse
+    the physics differently)."""
+    env = make()
+    params = env.default_params
+    steps, n = 60, 6
+    state0, _ = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(1), n), params)
+    keys = jax.random.split(jax.random.key(2), (steps, n))
+    actions = jax.vmap(jax.vmap(env.random_action))(jax.random.split(jax.random.key(3), (steps, n)))
+
+    impl = jax.random.key_impl(keys)
+
+    def plain(state):
+        def body(s, inputs):
+            k, a = inputs  # raw key data through the scan (see StepKeys)
+            return jax.vmap(env.step, (0, 0, 0, None))(jax.random.wrap_key_data(k, impl=impl), s, a, params)
+
+        return jax.lax.scan(body, state, (jax.random.key_data(keys), actions))
+
+    def drawn(state):
+        def body(s, inputs):
+            d, a = inputs
+            return jax.vmap(env.step_drawn, (0, 0, 0, None))(d, s, a, params)
+
+        return jax.lax.scan(body, state, (env.draw_steps(keys, params), actions))
+
+    want, got = jax.jit(plain)(state0), jax.jit(drawn)(state0)
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        if np.issubdtype(a.dtype, np.floating):
+            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(b, a)
+    done = np.asarray(want[1].terminated | want[1].truncated)
+    assert done.sum() >= n  # the comparison crossed episode boundaries
+
+
+def test_draw_steps_accepts_legacy_uint32_keys():
+    env = envs.make("cartpole")
+    keys = jax.random.split(jax.random.PRNGKey(0), 6).reshape(2, 3, 2)  # raw uint32 [2, 3, 2]
+    typed = env.draw_steps(jax.random.wrap_key_data(keys))
+    legacy = env.draw_steps(keys)
+    for a, b in zip(jax.tree.leaves(legacy), jax.tree.leaves(typed), strict=True):
+        assert a.shape[:2] == (2, 3)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -30,6 +30,7 @@ from peers import PUREJAXRL_CARTPOLE  # experiments/bench/peers.py
 
 from jaxrl._platform import compiler_options
 from jaxrl.config import parse, validate
+from jaxrl.envs.core import random_steps
 from jaxrl.loop import make_train
 from jaxrl.ppo import rollout
 from jaxrl.profile import median_seconds
@@ -76,16 +77,7 @@ def measure(seeds: int, updates: int = 40) -> dict:
     n, t = config.num_envs, algo.num_steps
 
     def env_only(state):
-        def step(carry, _):
-            env_state, key = carry
-            key, ka, ke = jax.random.split(key, 3)
-            actions = jax.vmap(env.random_action)(jax.random.split(ka, n))
-            env_state, out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(ke, n), env_state, actions, env.default_params
-            )
-            return (env_state, key), out.reward
-
-        return jax.lax.scan(step, (state.agent.env_state, state.eval_key), None, length=t * updates)[1]
+        return random_steps(env, state.agent.env_state, state.eval_key, t * updates)[1]
 
     def acting(state):
         def body(s, _):

@@ -11,6 +11,15 @@ An :class:`Env` is a single, unbatched environment with pure functions::
 a time-limit truncation. ``terminated`` (a true terminal state: bootstrap
 nothing) and ``truncated`` (a time limit: bootstrap from ``V(final_obs)``) are
 kept apart. Batch with ``jax.vmap`` outside.
+
+A rollout that knows its length ahead draws the randomness of all its steps
+in one batched call outside its sequential loop, and steps with it::
+
+    draws = env.draw_steps(keys, params)              # keys [T, N] → leaves [T, N, ...]
+    state, step = env.step_drawn(draws_t, state, action, params)   # == env.step(keys_t, ...)
+
+For gymnax environments the draws include the fresh start state that the
+auto-reset selects when an episode ends, so the loop runs no PRNG at all.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-__all__ = ["Discrete", "Box", "EnvState", "EnvStep", "Env"]
+__all__ = ["Discrete", "Box", "EnvState", "EnvStep", "Env", "StepKeys", "random_steps"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,19 @@ class EnvStep(NamedTuple):
         return jnp.logical_or(self.terminated, self.truncated)
 
 
+@struct.dataclass
+class StepKeys:
+    """Raw key data for :meth:`Env.step_drawn`'s default path (scanned over as
+    data: ``jax.debug_key_reuse`` cannot follow typed keys sliced by a scan)."""
+
+    data: jax.Array  # uint32 [..., key_data]
+    impl: Any = struct.field(pytree_node=False)
+
+    @property
+    def key(self) -> jax.Array:
+        return jax.random.wrap_key_data(self.data, impl=self.impl)
+
+
 class Env:
     """Base class of adapters. Subclasses set the attributes and implement
     :meth:`_reset` / :meth:`_step` (which return the backend's pieces)."""
@@ -103,6 +125,16 @@ class Env:
         """Return (inner_state, obs_after_reset, reward, terminated, truncated, final_obs)."""
         raise NotImplementedError
 
+    def _draw(self, keys: jax.Array, params: Any) -> Any:
+        """The randomness of ``keys.shape`` steps (leaves with those leading axes)."""
+        return StepKeys(jax.random.key_data(keys), jax.random.key_impl(keys))
+
+    def _step_drawn(
+        self, drawn: Any, inner: Any, action: jax.Array, params: Any
+    ) -> tuple[Any, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+        """:meth:`_step` with one step's slice of :meth:`_draw`'s output."""
+        return self._step(drawn.key, inner, action, params)
+
     # -- the contract ---------------------------------------------------------
     def reset(self, key: jax.Array, params: Any = None) -> tuple[EnvState, jax.Array]:
         """Start an episode. Returns ``(state, obs)``; obs is float32 ``[*obs_shape]``."""
@@ -114,7 +146,38 @@ class Env:
     def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: Any = None) -> tuple[EnvState, EnvStep]:
         """Advance one step, auto-resetting when the episode ends."""
         params = self.default_params if params is None else params
-        inner, obs, reward, terminated, truncated, final_obs = self._step(key, state.inner, action, params)
+        return self._finish(state, *self._step(key, state.inner, action, params))
+
+    def draw_steps(self, keys: jax.Array, params: Any = None) -> Any:
+        """Draw the randomness of many future steps in one batched call.
+
+        ``keys``: typed keys of any shape ``S`` (e.g. ``[T, N]``, one per step
+        and env). Returns a pytree whose leaves lead with ``S``; index it like
+        ``keys`` and pass the slice to :meth:`step_drawn`, which then returns
+        exactly what :meth:`step` returns for the matching key.
+        """
+        params = self.default_params if params is None else params
+        if not jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):  # legacy uint32 keys [..., 2]
+            keys = jax.random.wrap_key_data(keys)
+        return self._draw(keys, params)
+
+    def step_drawn(
+        self, drawn: Any, state: EnvState, action: jax.Array, params: Any = None
+    ) -> tuple[EnvState, EnvStep]:
+        """:meth:`step` with its randomness from one slice of :meth:`draw_steps`."""
+        params = self.default_params if params is None else params
+        return self._finish(state, *self._step_drawn(drawn, state.inner, action, params))
+
+    def _finish(
+        self,
+        state: EnvState,
+        inner: Any,
+        obs: jax.Array,
+        reward: jax.Array,
+        terminated: jax.Array,
+        truncated: jax.Array,
+        final_obs: jax.Array,
+    ) -> tuple[EnvState, EnvStep]:
         reward = jnp.asarray(reward, jnp.float32)
         terminated = jnp.asarray(terminated, jnp.bool_)
         truncated = jnp.asarray(truncated, jnp.bool_)
@@ -146,3 +209,27 @@ class Env:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, obs={self.obs_shape}, actions={self.action_space})"
+
+
+def random_steps(
+    env: Env, env_state: EnvState, key: jax.Array, steps: int, params: Any = None
+) -> tuple[EnvState, jax.Array]:
+    """``steps`` steps of a batch of envs (``env_state`` leaves ``[N, ...]``) under
+    uniformly random actions, all randomness drawn up front — the env-only
+    probe of ``profile=true`` and ``experiments/bench/ceiling.py``.
+
+    Returns the final state and the rewards ``[steps, N]``.
+    """
+    params = env.default_params if params is None else params
+    num_envs = jax.tree.leaves(env_state)[0].shape[0]
+    key_act, key_env = jax.random.split(key)
+    actions = jax.vmap(jax.vmap(env.random_action))(jax.random.split(key_act, (steps, num_envs)))
+    draws = env.draw_steps(jax.random.split(key_env, (steps, num_envs)), params)
+    step = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
+
+    def body(state: EnvState, inputs: tuple[Any, jax.Array]) -> tuple[EnvState, jax.Array]:
+        drawn, action = inputs
+        state, out = step(drawn, state, action, params)
+        return state, out.reward
+
+    return jax.lax.scan(body, env_state, (draws, actions))

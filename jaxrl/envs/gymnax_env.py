@@ -2,7 +2,14 @@
 
 gymnax 1.x's ``Environment.step`` already auto-resets and returns
 ``terminated`` and ``truncated`` separately with the pre-reset observation in
-``info["final_observation"]``; this adapter only normalizes dtypes and spaces.
+``info["final_observation"]``; this adapter normalizes dtypes and spaces, and
+splits that ``step`` in two for :meth:`Env.draw_steps`: the key split and the
+fresh start state (``reset_env``) that the auto-reset selects are drawn for
+all steps up front, and :meth:`Env.step_drawn` runs the rest of gymnax's
+``step`` (``step_env``, ``is_truncated``, the select) on them — the same values,
+with no PRNG left in the sequential loop (on XLA:CPU jax's threefry is a small
+loop of its own, a few µs per call). Environments that override ``step``
+itself keep the plain path.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.envs.core import Box, Discrete, Env
@@ -51,13 +59,42 @@ class GymnaxEnv(Env):
         limit = getattr(self.default_params, "max_steps_in_episode", None)
         self.max_episode_steps = int(limit) if limit is not None else None
         self.solved_return = SOLVED_RETURNS.get(self.name)
+        from gymnax.environments.environment import Environment
+
+        # gymnax's own auto-reset ``step``, which _draw/_step_drawn reproduce
+        # (not when the env or a subclass of this adapter replaces it)
+        self._split_step = (
+            isinstance(env, Environment) and type(env).step is Environment.step and type(self)._step is GymnaxEnv._step
+        )
 
     def _reset(self, key: jax.Array, params: Any) -> tuple[Any, jax.Array]:
         obs, inner = self.env.reset(key, params)
         return inner, obs
 
+    def _action(self, action: jax.Array) -> jax.Array:
+        return action.astype(np.int32) if isinstance(self.action_space, Discrete) else action
+
     def _step(self, key, inner, action, params):
-        if isinstance(self.action_space, Discrete):
-            action = action.astype(np.int32)
-        obs, inner, reward, terminated, truncated, info = self.env.step(key, inner, action, params)
+        obs, inner, reward, terminated, truncated, info = self.env.step(key, inner, self._action(action), params)
         return inner, obs, reward, terminated, truncated, info["final_observation"]
+
+    def _draw(self, keys: jax.Array, params: Any) -> Any:
+        if not self._split_step:
+            return super()._draw(keys, params)
+        flat = keys.reshape(-1)
+        pairs = jax.vmap(jax.random.split)(flat)  # as gymnax's step: key → (key_step, key_reset)
+        obs_reset, state_reset = jax.vmap(self.env.reset_env, in_axes=(0, None))(pairs[:, 1], params)
+        drawn = (super()._draw(pairs[:, 0], params), obs_reset, state_reset)
+        return jax.tree.map(lambda x: x.reshape(keys.shape + x.shape[1:]), drawn)
+
+    def _step_drawn(self, drawn, inner, action, params):
+        if not self._split_step:
+            return super()._step_drawn(drawn, inner, action, params)
+        key_step, obs_reset, state_reset = drawn
+        env = self.env
+        obs_step, state_step, reward, terminated, _ = env.step_env(key_step.key, inner, self._action(action), params)
+        truncated = env.is_truncated(state_step, params)
+        done = jnp.logical_or(terminated, truncated)
+        state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_reset, state_step)
+        obs = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), obs_reset, obs_step)
+        return state, obs, reward, terminated, truncated, obs_step
