@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import normalize, optim
+from jaxrl import normalize, optim, shuffle
 from jaxrl.advantages import gae
 from jaxrl.agent import Agent
 from jaxrl.config import PPOConfig
@@ -372,7 +372,7 @@ def learn(
     def epoch(carry, _):
         params, opt_state, lr, key, sums = carry
         key, key_perm = jax.random.split(key)
-        perm = jax.random.permutation(key_perm, size)
+        perm = shuffle.permutation(key_perm, size)
         shuffled = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((n_mb, size // n_mb) + x.shape[1:]), batch)
         if algo.normalize_advantages:  # per minibatch, for all of them in one pass
             adv = shuffled.advantage
