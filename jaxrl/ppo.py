@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import normalize, optim, shuffle
+from jaxrl import normalize, optim, packing, shuffle
 from jaxrl.advantages import gae
 from jaxrl.agent import Agent
 from jaxrl.config import PPOConfig
@@ -473,7 +473,7 @@ def rollout(
         )
         return (env_state, out.obs), transition
 
-    (env_state, obs), traj = jax.lax.scan(step, (state.env_state, state.obs), (noise, env_draws))
+    (env_state, obs), traj = packing.scan(step, (state.env_state, state.obs), (noise, env_draws))
     values = network.apply(state.params, _prepare_obs(state, traj.obs, algo), method=ActorCritic.value)
     traj = traj._replace(value=_value(state, values, algo))
     return state.replace(env_state=env_state, obs=obs, key=key), traj

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl import buffers, normalize, optim
+from jaxrl import buffers, normalize, optim, packing
 from jaxrl.agent import Agent
 from jaxrl.config import SACConfig
 from jaxrl.distributions import TanhGaussian
@@ -347,7 +347,7 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
             transition = Transition(obs, action, out.reward, out.terminated, out.final_obs)
             return (env_state, out.obs), (transition, (out.done, out.episode_return, out.episode_length, obs))
 
-        (env_state, obs), (transitions, trace) = jax.lax.scan(
+        (env_state, obs), (transitions, trace) = packing.scan(
             one, (state.env_state, state.obs), (draws, env_draws), length=steps
         )
         flat = jax.tree.map(lambda x: x.reshape((steps * num_envs,) + x.shape[2:]), transitions)
