@@ -441,10 +441,11 @@ def rollout(
 
     Returns the advanced state and a :class:`Transition` of ``[T, N, ...]``.
     The action noise and the env randomness (:meth:`Env.draw_steps`) of all
-    ``T`` steps are drawn up front in one call each, and the values ``V(s_t)`` are computed after the loop in one
-    batched pass (same parameters and normalizer as while acting, so they are
-    the values at collection time): the sequential loop does only the policy
-    forward, the sampling and the env step.
+    ``T`` steps are drawn up front in one call each, and the values ``V(s_t)``
+    are computed after the loop in one batched pass (same parameters and
+    normalizer as while acting, so they are the values at collection time):
+    the sequential loop does only the policy forward, the sampling and the env
+    step, with its carry and outputs packed per dtype (:func:`packing.scan`).
     """
     steps, num_envs = algo.num_steps, state.obs.shape[0]
     step_env = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))

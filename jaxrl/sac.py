@@ -327,8 +327,8 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
     def env_steps(state: SACState, steps: int, random: bool) -> tuple[SACState, Any]:
         """``steps`` steps of every env, then their ``steps · N`` transitions into
         the buffer in step order. The action noise and the env randomness
-        (:meth:`Env.draw_steps`) of all steps are drawn up front (one call each), so the loop runs only the policy,
-        the sampling and the env."""
+        (:meth:`Env.draw_steps`) of all steps are drawn up front (one call
+        each), so the loop runs only the policy, the sampling and the env."""
         key, key_act, key_env = jax.random.split(state.key, 3)
         if random:
             draws = jax.random.uniform(key_act, (steps, num_envs, dim), minval=-1.0, maxval=1.0)

@@ -95,6 +95,7 @@ class GymnaxEnv(Env):
         obs_step, state_step, reward, terminated, _ = env.step_env(key_step.key, inner, self._action(action), params)
         truncated = env.is_truncated(state_step, params)
         done = jnp.logical_or(terminated, truncated)
-        state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_reset, state_step)
-        obs = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), obs_reset, obs_step)
+        state, obs = jax.tree.map(
+            lambda r, s: jax.lax.select(done, r, s), (state_reset, obs_reset), (state_step, obs_step)
+        )
         return state, obs, reward, terminated, truncated, obs_step
