@@ -99,11 +99,30 @@ def cpu_devices_wanted() -> int | None:
     return int(wanted)
 
 
+def cpu_threads_wanted() -> int | None:
+    """``JAXRL_CPU_THREADS`` as a count (``None`` when unset or ``auto``).
+    Anything but ``auto`` or a positive integer is a :class:`jaxrl.config.ConfigError`."""
+    wanted = os.environ.get("JAXRL_CPU_THREADS", "").strip()
+    if not wanted or wanted == "auto":
+        return None
+    if not wanted.isdigit() or int(wanted) < 1:
+        from jaxrl.config import ConfigError
+
+        raise ConfigError(
+            "JAXRL_CPU_THREADS",
+            wanted,
+            "must be auto or a positive whole number of XLA:CPU threads",
+            "unset it (auto) or pass e.g. 1",
+        )
+    return int(wanted)
+
+
 def check_environment() -> None:
     """Validate jaxrl's environment variables (CLI entry points, before
     anything is written): a bad value is a one-line ConfigError."""
     cpu_opt_level()
     cpu_devices_wanted()
+    cpu_threads_wanted()
 
 
 def cache_dir(setting: str) -> str | None:
@@ -183,3 +202,70 @@ def split_cpu_devices() -> int:
     os.environ["XLA_FLAGS"] = (flags + f" --xla_force_host_platform_device_count={n}").strip()
     AUTO_CPU_DEVICES = n
     return n
+
+
+# Set by size_cpu_pool(): the XLA:CPU client's thread count the CLI chose
+# (0: XLA's default, one per usable core, or the user's own PJRT_NPROC/NPROC).
+AUTO_CPU_THREADS = 0
+
+# One member with at most this many envs counts as a small program (below).
+SMALL_PROGRAM_ENVS = 64
+
+_ACCELERATOR_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu")
+
+
+def _accelerator_plugin_installed() -> bool:
+    from importlib.util import find_spec
+
+    return any(find_spec(name) is not None for name in _ACCELERATOR_PLUGINS)
+
+
+def cpu_threads_for(members: int, envs_per_member: int, one_device: bool = True) -> int | None:
+    """The XLA:CPU thread count for a job, or ``None`` for XLA's default (one
+    per usable core). ``JAXRL_CPU_THREADS=N`` gives ``N``; ``auto`` (default)
+    gives 1 for a *small program* — one member with at most
+    :data:`SMALL_PROGRAM_ENVS` envs, run on one device (not ``parallel=data``,
+    not multi-process) — on a machine without an accelerator plugin, else ``None``.
+
+    Why: the XLA:CPU client runs a program's independent kernels on its
+    worker threads. A one-seed program with a few envs is thousands of
+    kernels of a microsecond or two, and handing them between threads costs
+    more than it overlaps: with one thread, one-seed PPO CartPole at
+    PureJaxRL's settings (4 envs) ran 1.08–1.17× and one-seed SAC Pendulum
+    1.10–1.18× faster. Larger programs need the threads — CartPole at 512
+    envs ran 0.91× and at 2048 envs 0.60× with one — and several members are
+    sharded over per-core devices (:func:`split_cpu_devices`), each device
+    needing a thread of its own."""
+    wanted = cpu_threads_wanted()
+    if wanted is not None:
+        return wanted
+    small = members == 1 and envs_per_member <= SMALL_PROGRAM_ENVS and one_device
+    if small and not _accelerator_plugin_installed():
+        return 1
+    return None
+
+
+def _backend_started() -> bool:
+    """Whether jax has created its backends (then the pool is sized already)."""
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):  # private API moved: assume a fresh process
+        return False
+
+
+def size_cpu_pool(members: int, envs_per_member: int, one_device: bool = True) -> int:
+    """CLI only, before jax starts: size the XLA:CPU client's thread pool for
+    the job (:func:`cpu_threads_for`) through ``PJRT_NPROC``. Leaves a
+    ``PJRT_NPROC`` or ``NPROC`` the user set alone, and does nothing once jax's
+    backends exist (an in-process call). Returns the count set (0: none)."""
+    global AUTO_CPU_THREADS
+    if "PJRT_NPROC" in os.environ or "NPROC" in os.environ or _backend_started():
+        return 0
+    threads = cpu_threads_for(members, envs_per_member, one_device)
+    if threads is None:
+        return 0
+    os.environ["PJRT_NPROC"] = str(threads)
+    AUTO_CPU_THREADS = threads
+    return threads

@@ -571,8 +571,11 @@ def execute(
 def _devices_text(layout: Any) -> str:
     import jax
 
+    from jaxrl import _platform
+
     if layout is None:
-        return "1 device"
+        threads = _platform.AUTO_CPU_THREADS
+        return "1 device" + (f", {threads} CPU thread{'s' if threads > 1 else ''}" if threads else "")
     what = "members sharded" if layout.mode == "seeds" else "envs split"
     hosts = f" on {jax.process_count()} processes" if jax.process_count() > 1 else ""
     return f"{layout.size} devices{hosts}, {what}"

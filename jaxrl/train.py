@@ -333,6 +333,14 @@ def _pbt_text(pbt: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cpu_job(config: Config) -> tuple[int, int, bool]:
+    """(members, envs per member, runs on one device) for ``_platform.size_cpu_pool``."""
+    members = config.pbt.population or len(seed_ids(config))
+    distributed = config.dist.auto or config.dist.num_processes > 1 or bool(config.dist.coordinator)
+    one_device = config.parallel == "seeds" and config.devices <= 1 and not distributed
+    return members, config.num_envs, one_device
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in argv):
@@ -344,8 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     stopper.install()
     try:
         _platform.check_environment()
-        _platform.split_cpu_devices()  # before jax starts its backend
         config = resolve(argv)
+        # both before jax starts its backend
+        _platform.size_cpu_pool(*_cpu_job(config))
+        _platform.split_cpu_devices()
         return run(config, stopper=stopper)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -17,3 +17,8 @@ if "JAXRL_COMPILE_CACHE" not in os.environ:
 # The CLI's one-XLA:CPU-device-per-core split (jaxrl._platform.split_cpu_devices)
 # is off in tests so runs compare on one device; tests/test_parallel.py turns it on.
 os.environ.setdefault("JAXRL_CPU_DEVICES", "1")
+# Likewise the CLI's one-thread XLA:CPU pool for small one-seed runs
+# (jaxrl._platform.size_cpu_pool): the session and its subprocesses keep XLA's
+# default pool (one thread per usable core), set explicitly so the CLI leaves it;
+# tests/test_parallel.py checks the automatic choice in a subprocess without it.
+os.environ.setdefault("PJRT_NPROC", str(len(os.sched_getaffinity(0))))

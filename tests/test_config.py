@@ -73,6 +73,8 @@ BAD_ENVIRONMENT = [
     ("JAXRL_CPU_OPT_LEVEL", "fast", "JAXRL_CPU_OPT_LEVEL=fast", "0, 1, 2, 3 or default"),
     ("JAXRL_CPU_OPT_LEVEL", "7", "JAXRL_CPU_OPT_LEVEL=7", "0, 1, 2, 3 or default"),
     ("JAXRL_CPU_DEVICES", "two", "JAXRL_CPU_DEVICES=two", "whole number"),
+    ("JAXRL_CPU_THREADS", "0", "JAXRL_CPU_THREADS=0", "positive whole number"),
+    ("JAXRL_CPU_THREADS", "many", "JAXRL_CPU_THREADS=many", "positive whole number"),
 ]
 
 

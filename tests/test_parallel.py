@@ -56,6 +56,45 @@ def test_cli_splits_the_cpu_into_one_device_per_core(tmp_path):
     assert "(1 device)" in proc.stderr  # 3 members do not split over 2 cores: one device, no error
 
 
+def test_cli_runs_a_small_one_seed_program_on_one_cpu_thread(tmp_path):
+    """Unset, the CLI gives a one-seed run with few envs a one-thread XLA:CPU
+    pool (and says so); the pool changes the speed, never the numbers."""
+    env = {k: v for k, v in _env(1).items() if k not in ("PJRT_NPROC", "NPROC", "JAXRL_CPU_THREADS")}
+    env["JAXRL_CPU_DEVICES"] = "2"
+    args = [*TINY, "checkpoint=false", "seeds=1"]
+    auto = _train([*args, f"run_dir={tmp_path / 'auto'}"], env=env)
+    assert auto.returncode == 0, auto.stderr[-2000:]
+    assert "(1 device, 1 CPU thread)" in auto.stderr
+    two = _train([*args, f"run_dir={tmp_path / 'two'}"], env={**env, "JAXRL_CPU_THREADS": "2"})
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert "(1 device, 2 CPU threads)" in two.stderr
+    assert _records(tmp_path / "auto") == _records(tmp_path / "two")
+
+
+@pytest.mark.parametrize(
+    "members, envs, one_device, setting, want",
+    [
+        (1, 4, True, None, 1),
+        (1, 64, True, None, 1),
+        (1, 65, True, None, None),  # a larger program uses the cores
+        (2, 4, True, None, None),  # members are sharded over per-core devices
+        (1, 4, False, None, None),  # parallel=data / several processes
+        (16, 2048, True, "3", 3),  # an explicit count always wins
+        (1, 4, True, "auto", 1),
+    ],
+)
+def test_cpu_thread_count_for_a_job(members, envs, one_device, setting, want, monkeypatch):
+    from jaxrl import _platform
+
+    monkeypatch.delenv("JAXRL_CPU_THREADS", raising=False)
+    if setting is not None:
+        monkeypatch.setenv("JAXRL_CPU_THREADS", setting)
+    monkeypatch.setattr(_platform, "_accelerator_plugin_installed", lambda: False)
+    assert _platform.cpu_threads_for(members, envs, one_device) == want
+    monkeypatch.setattr(_platform, "_accelerator_plugin_installed", lambda: True)
+    assert _platform.cpu_threads_for(members, envs, one_device) == (want if setting not in (None, "auto") else None)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
