@@ -9,7 +9,12 @@ Every row times the compile (jax.jit(...).lower(...).compile()) and the run
 separately (jaxrl's programs with the CPU compile options its CLI uses,
 ``jaxrl._platform.compiler_options``; the rejax program also compiled once with
 them, not run, to compare like with like), reports env-steps/s and the final return, and the ratio
-jaxrl / peer. Both sides run the whole training as one jitted call with a
+jaxrl / peer. The rejax rows also time each side's one-device compile in fresh
+processes, alternated, medians of ``--cold-repeats`` (``cold_compiles``): in
+one process the first program compiled pays the process's first-compile
+costs, and jaxrl's compiles first. One-seed rows are also run with both sides
+in a process whose XLA:CPU client has one thread (``one_thread_pool``), as the
+CLI sets up for a one-seed run with few envs. Both sides run the whole training as one jitted call with a
 single evaluation at the end (jaxrl: ``make_train(config).train`` vmapped over
 seeds — the same program the CLI chunks; peers: their own ``train``), except
 brax's trainers, which are Python loops around jitted steps: their time is the
@@ -27,6 +32,8 @@ import functools
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -83,13 +90,18 @@ def _timed_jit(fn, *args, in_shardings=None, options=None):
     return out, compile_s, time.perf_counter() - t0
 
 
-def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str, Any]:
-    """``shard``: the seeds split over the CLI's one-XLA:CPU-device-per-core
-    layout (what ``python -m jaxrl.train`` does by default); else one device."""
+def _jaxrl_program(overrides: list[str], seeds: int) -> tuple[Any, Any, jax.Array]:
+    """The trainer, its whole training vmapped over seeds, and the seeds' keys."""
     config = validate(parse([*overrides, f"seeds={seeds}", "num_evals=1", "progress=false"]))
     trainer = make_train(config)
     keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
-    fn = jax.vmap(trainer.train, in_axes=(0, None))
+    return trainer, jax.vmap(trainer.train, in_axes=(0, None)), keys
+
+
+def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str, Any]:
+    """``shard``: the seeds split over the CLI's one-XLA:CPU-device-per-core
+    layout (what ``python -m jaxrl.train`` does by default); else one device."""
+    trainer, fn, keys = _jaxrl_program(overrides, seeds)
     devices, shardings = jax.devices(), None
     if shard and len(devices) > 1 and seeds % len(devices) == 0:
         from jax.sharding import Mesh, NamedSharding
@@ -171,30 +183,85 @@ def _ratio(ours: dict, peer: dict) -> dict[str, float]:
     }
 
 
-def _versus_rejax(
-    benchmark: str, ours: list[str], peer: tuple, seeds_list: list[int], total: int, differences: str
-) -> list[dict[str, Any]]:
+def _versus_rejax(which: str, seeds_list: list[int], cold_repeats: int) -> list[dict[str, Any]]:
     """One row per seed count: jaxrl (one device, and seeds over cores) vs rejax."""
+    benchmark, ours, peer, total, differences = SPECS[which]()
     rows = []
     for seeds in seeds_list:
         a = jaxrl_run(ours, seeds)
         b = rejax_run(*peer, seeds, total)
         row = {"benchmark": benchmark, "seeds": seeds, "jaxrl": a, "rejax": b, **_ratio(a, b)}
+        if cold_repeats:
+            row["cold_compile"] = cold_compiles(which, seeds, cold_repeats)
+        if seeds == 1:
+            row["one_thread_pool"] = one_thread_pool(which)
         rows.append({**row, **_sharded_row(ours, seeds, b), "differences": differences})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
-def cartpole(seeds_list: list[int]) -> list[dict[str, Any]]:
+def cold_compile(side: str, which: str, seeds: int) -> float:
+    """Seconds to lower and compile one side's one-device program, in this
+    process, which must not have compiled anything else of size (a fresh one)."""
+    _, ours, peer, total, _ = SPECS[which]()
+    if side == "jaxrl":
+        trainer, fn, keys = _jaxrl_program(ours, seeds)
+        args, options = (keys, trainer.hparams), compiler_options()
+    else:
+        fn = jax.vmap(make_rejax(*peer, total, total).train)
+        args, options = (jax.random.split(jax.random.PRNGKey(0), seeds),), None
+    t0 = time.perf_counter()
+    jax.jit(fn).lower(*args).compile(options)
+    return time.perf_counter() - t0
+
+
+def cold_compiles(which: str, seeds: int, repeats: int) -> dict[str, Any]:
+    """Each side's compile time in fresh processes, alternated A B B A …, medians.
+
+    In one process the program compiled first also pays the process's
+    first-compile costs (jax's and XLA's caches, the jitted helpers both
+    programs share), which moved the same-process compile ratio by up to ±15 %
+    with the order. A fresh process per compile is what a user's launch sees."""
+    times: dict[str, list[float]] = {"jaxrl": [], "rejax": []}
+    for i in range(repeats):
+        for side in ("jaxrl", "rejax") if i % 2 == 0 else ("rejax", "jaxrl"):
+            cmd = [sys.executable, __file__, which, "--seeds", str(seeds), "--cold-compile", side]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            times[side].append(float(out.strip().splitlines()[-1]))
+    med = {side: float(np.median(t)) for side, t in times.items()}
+    return {
+        "jaxrl_s": round(med["jaxrl"], 2),
+        "rejax_s": round(med["rejax"], 2),
+        "ratio": round(med["jaxrl"] / med["rejax"], 2),
+        "runs": {side: [round(x, 2) for x in t] for side, t in times.items()},
+    }
+
+
+def one_thread_pool(which: str) -> dict[str, Any]:
+    """The one-seed row again, both sides in a fresh process whose XLA:CPU
+    client has one thread (``PJRT_NPROC=1``): what ``python -m jaxrl.train``
+    sets up for a one-seed run with at most 64 envs
+    (``jaxrl._platform.cpu_threads_for``)."""
+    cmd = [sys.executable, __file__, which, "--seeds", "1", "--pool-row"]
+    env = {**os.environ, "PJRT_NPROC": "1"}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _pool_row(which: str) -> dict[str, Any]:
+    _, ours, peer, total, _ = SPECS[which]()
+    a, b = jaxrl_run(ours, 1), rejax_run(*peer, 1, total)
+    return {"jaxrl": a, "rejax": b, **_ratio(a, b)}
+
+
+def _cartpole_spec() -> tuple:
     """PPO CartPole at PureJaxRL's settings: 4 envs × 128 steps, 4 epochs × 4
     minibatches, 500k steps, lr 2.5e-4, 64×64 tanh networks."""
     total = 500_000
-    ours = ["env=cartpole", *PUREJAXRL_CARTPOLE, f"total_timesteps={total}", "eval.episodes=128"]
-    return _versus_rejax(
+    return (
         "PPO CartPole-v1 (4 envs × 128 steps, 4 × 4 minibatches, 500k steps)",
-        ours,
+        ["env=cartpole", *PUREJAXRL_CARTPOLE, f"total_timesteps={total}", "eval.episodes=128"],
         ("ppo", "CartPole-v1", REJAX_PPO_CARTPOLE),
-        seeds_list,
         total,
         "jaxrl anneals lr linearly and clips the global gradient norm; rejax keeps lr constant and clips per element (optax.clip); 976 vs 980 updates (jaxrl rounds up to whole chunks)",
     )
@@ -217,10 +284,8 @@ SAC_PENDULUM = [
 ]
 
 
-def sac(seeds_list: list[int]) -> list[dict[str, Any]]:
+def _sac_spec() -> tuple:
     """SAC Pendulum: 1 env, UTD 1, batch 256, 64×64 relu networks, 20k steps."""
-    total = 20_000
-    ours = SAC_PENDULUM
     peer = {
         "num_envs": 1,
         "num_epochs": 1,
@@ -232,14 +297,16 @@ def sac(seeds_list: list[int]) -> list[dict[str, Any]]:
         "polyak": 0.995,
         "hidden_layer_sizes": (64, 64),
     }
-    return _versus_rejax(
+    return (
         "SAC Pendulum-v1 (1 env, UTD 1, batch 256, 64×64, 20k steps)",
-        ours,
+        SAC_PENDULUM,
         ("sac", "Pendulum-v1", peer),
-        seeds_list,
-        total,
+        20_000,
         "jaxrl collects 8 steps then takes 8 gradient steps (UTD 1); rejax alternates 1 and 1; log-std bounds [-5, 2] vs [-10, 2]",
     )
+
+
+SPECS = {"cartpole": _cartpole_spec, "sac": _sac_spec}
 
 
 def _brax_trainer(train_fn, total: int, **kwargs) -> dict[str, Any]:
@@ -379,7 +446,18 @@ def main() -> None:
     parser.add_argument("which", choices=["cartpole", "sac", "brax", "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--out", default=OUT)
+    parser.add_argument(
+        "--cold-repeats", type=int, default=3, help="fresh-process compiles per side and row (0: skip them)"
+    )
+    parser.add_argument("--cold-compile", choices=["jaxrl", "rejax"], help=argparse.SUPPRESS)
+    parser.add_argument("--pool-row", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cold_compile:  # one measurement of cold_compiles, in its own process
+        print(cold_compile(args.cold_compile, args.which, args.seeds[0]))
+        return
+    if args.pool_row:  # one_thread_pool's process
+        print(json.dumps(_pool_row(args.which)))
+        return
     results = json.load(open(args.out)) if os.path.exists(args.out) else {}
     results["machine"] = {
         "cpu": platform.machine(),
@@ -388,9 +466,9 @@ def main() -> None:
         "jax": jax.__version__,
     }
     if args.which in ("cartpole", "all"):
-        results["cartpole_ppo"] = cartpole(args.seeds)
+        results["cartpole_ppo"] = _versus_rejax("cartpole", args.seeds, args.cold_repeats)
     if args.which in ("sac", "all"):
-        results["pendulum_sac"] = sac(args.seeds)
+        results["pendulum_sac"] = _versus_rejax("sac", args.seeds, args.cold_repeats)
     if args.which in ("brax", "all"):
         results["brax_inverted_pendulum"] = brax()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

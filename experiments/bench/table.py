@@ -39,21 +39,36 @@ def main() -> None:
     peers = _load("bench_peers.json")
     if peers:
         lines += [f"Machine: {peers['machine']}", "", "## Side by side with peers (same process)", ""]
+        lines += [
+            "Compile in the same process: jaxrl compiles first. Fresh process: each side's"
+            " one-device program compiled alone in a new process, medians of alternated runs.",
+            "",
+        ]
         rows = []
         for key in ("cartpole_ppo", "pendulum_sac"):
             for r in peers.get(key, []):
                 a, b = r["jaxrl"], r["rejax"]
                 variants = [("1 device", a, r["throughput_ratio"])]
+                pool = r.get("one_thread_pool")
+                if pool:
+                    variants.append(("1 device, one CPU thread (both sides)", pool["jaxrl"], pool["throughput_ratio"]))
                 if "jaxrl_sharded" in r:
                     variants.append(("seeds over cores (CLI)", r["jaxrl_sharded"], r["sharded_throughput_ratio"]))
+                cold = r.get("cold_compile")
                 for layout, ours, ratio in variants:
+                    fresh = ["—"] * 3
+                    if cold and ours is a:
+                        fresh = [cold["jaxrl_s"], cold["rejax_s"], cold["ratio"]]
+                    peer = pool["rejax"] if pool and ours is pool["jaxrl"] else b
                     rows.append(
-                        [r["benchmark"], r["seeds"], layout, ours["env_steps_per_s"], b["env_steps_per_s"], ratio]
-                        + [ours["compile_s"], b["compile_s"], b.get("compile_s_jaxrl_options", "—")]
-                        + [ours["final_return_mean"], b["final_return_mean"]]
+                        [r["benchmark"], r["seeds"], layout, ours["env_steps_per_s"], peer["env_steps_per_s"], ratio]
+                        + [ours["compile_s"], peer["compile_s"], peer.get("compile_s_jaxrl_options", "—")]
+                        + fresh
+                        + [ours["final_return_mean"], peer["final_return_mean"]]
                     )
         header = ["benchmark", "seeds", "jaxrl layout", "jaxrl steps/s", "rejax steps/s", "ratio"]
         header += ["jaxrl compile s", "rejax compile s", "rejax compile s with jaxrl's options"]
+        header += ["jaxrl compile s, fresh process", "rejax compile s, fresh process", "fresh compile ratio"]
         header += ["jaxrl return", "rejax return"]
         lines += _table(header, rows)
         rows = []
