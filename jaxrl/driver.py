@@ -358,7 +358,7 @@ def execute(
     resume_cmd = resume_cmd or f"python -m jaxrl.train resume={job.run_dir}"
     heldout_settings = parse_perturb(config.eval.perturb, env)  # checked before anything compiles
 
-    from jaxrl import parallel
+    from jaxrl import _platform, parallel
     from jaxrl._platform import compiler_options, enable_compile_cache
 
     cache = enable_compile_cache(config.compile_cache)
@@ -554,6 +554,8 @@ def execute(
             job, trainer, env, records, compile_s, train_s_before + train_s, time.perf_counter() - t_start, heldout
         )
         summary["devices"] = layout.size if layout else 1
+        # the XLA:CPU thread count the CLI set for this run (None: XLA's default)
+        summary["cpu_threads"] = _platform.AUTO_CPU_THREADS or None
         if profile_result is not None:
             summary["profile"] = profile_result
         block = summary["configs"][0]

@@ -353,9 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _platform.check_environment()
         config = resolve(argv)
-        # both before jax starts its backend
-        _platform.size_cpu_pool(*_cpu_job(config))
-        _platform.split_cpu_devices()
+        # both before jax starts its backend; a one-thread pool keeps one device
+        # (with a second XLA:CPU device beside it, the single thread measured no faster)
+        if _platform.size_cpu_pool(*_cpu_job(config)) != 1:
+            _platform.split_cpu_devices()
         return run(config, stopper=stopper)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

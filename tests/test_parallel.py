@@ -65,6 +65,7 @@ def test_cli_runs_a_small_one_seed_program_on_one_cpu_thread(tmp_path):
     auto = _train([*args, f"run_dir={tmp_path / 'auto'}"], env=env)
     assert auto.returncode == 0, auto.stderr[-2000:]
     assert "(1 device, 1 CPU thread)" in auto.stderr
+    assert json.loads((tmp_path / "auto" / "summary.json").read_text())["cpu_threads"] == 1
     two = _train([*args, f"run_dir={tmp_path / 'two'}"], env={**env, "JAXRL_CPU_THREADS": "2"})
     assert two.returncode == 0, two.stderr[-2000:]
     assert "(1 device, 2 CPU threads)" in two.stderr
