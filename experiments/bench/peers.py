@@ -1,6 +1,6 @@
 """Side-by-side benchmarks against peers, in one process, at matched settings.
 
-    python experiments/bench/peers.py cartpole [--seeds 1 16]   # PPO vs rejax
+    python experiments/bench/peers.py cartpole [--seeds 1 16]   # PPO vs rejax (rows of other seed counts in --out are kept)
     python experiments/bench/peers.py sac                       # SAC on Pendulum vs rejax
     python experiments/bench/peers.py brax                      # PPO and SAC on brax inverted_pendulum vs brax's trainers
     python experiments/bench/peers.py all
@@ -239,8 +239,8 @@ def cold_compiles(which: str, seeds: int, repeats: int) -> dict[str, Any]:
 
 def one_thread_pool(which: str) -> dict[str, Any]:
     """The one-seed row again, both sides in a fresh process whose XLA:CPU
-    client has one thread (``PJRT_NPROC=1``): what ``python -m jaxrl.train``
-    sets up for a one-seed run with at most 64 envs
+    client has one thread (``PJRT_NPROC=1``) and one device: what ``python -m
+    jaxrl.train`` sets up for a one-seed run with at most 64 envs
     (``jaxrl._platform.cpu_threads_for``)."""
     cmd = [sys.executable, __file__, which, "--seeds", "1", "--pool-row"]
     env = {**os.environ, "PJRT_NPROC": "1"}
@@ -438,10 +438,16 @@ def brax() -> list[dict[str, Any]]:
     return rows
 
 
+def _merge(old: list[dict] | None, new: list[dict]) -> list[dict]:
+    """``new``'s rows, plus the saved rows of seed counts this run did not measure."""
+    measured = {row["seeds"] for row in new}
+    kept = [row for row in old or [] if row.get("seeds") not in measured]
+    return sorted(kept + new, key=lambda row: row["seeds"])
+
+
 def main() -> None:
     from jaxrl import _platform
 
-    _platform.split_cpu_devices()  # the CLI's layout, for the jaxrl_sharded rows (before jax starts)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("which", choices=["cartpole", "sac", "brax", "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 16])
@@ -452,6 +458,8 @@ def main() -> None:
     parser.add_argument("--cold-compile", choices=["jaxrl", "rejax"], help=argparse.SUPPRESS)
     parser.add_argument("--pool-row", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not args.pool_row:  # the CLI keeps one device when it sets one thread
+        _platform.split_cpu_devices()  # the CLI's layout, for the jaxrl_sharded rows (before jax starts)
     if args.cold_compile:  # one measurement of cold_compiles, in its own process
         print(cold_compile(args.cold_compile, args.which, args.seeds[0]))
         return
@@ -466,9 +474,13 @@ def main() -> None:
         "jax": jax.__version__,
     }
     if args.which in ("cartpole", "all"):
-        results["cartpole_ppo"] = _versus_rejax("cartpole", args.seeds, args.cold_repeats)
+        results["cartpole_ppo"] = _merge(
+            results.get("cartpole_ppo"), _versus_rejax("cartpole", args.seeds, args.cold_repeats)
+        )
     if args.which in ("sac", "all"):
-        results["pendulum_sac"] = _versus_rejax("sac", args.seeds, args.cold_repeats)
+        results["pendulum_sac"] = _merge(
+            results.get("pendulum_sac"), _versus_rejax("sac", args.seeds, args.cold_repeats)
+        )
     if args.which in ("brax", "all"):
         results["brax_inverted_pendulum"] = brax()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
