@@ -24,7 +24,7 @@ lint: $(STAMP)
 train: $(STAMP)
 	$(BIN)/python -m jaxrl.train env=cartpole seeds=16
 
-# Every benchmark of experiments/bench (≈ 30 min on 2 CPU cores); results in
+# Every benchmark of experiments/bench (≈ 40 min on 2 CPU cores); results in
 # experiments/results/*.json and the Markdown table experiments/results/bench.md.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
