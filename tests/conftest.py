@@ -21,4 +21,5 @@ os.environ.setdefault("JAXRL_CPU_DEVICES", "1")
 # (jaxrl._platform.size_cpu_pool): the session and its subprocesses keep XLA's
 # default pool (one thread per usable core), set explicitly so the CLI leaves it;
 # tests/test_parallel.py checks the automatic choice in a subprocess without it.
-os.environ.setdefault("PJRT_NPROC", str(len(os.sched_getaffinity(0))))
+_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+os.environ.setdefault("PJRT_NPROC", str(_cores))
