@@ -231,12 +231,12 @@ def cpu_threads_for(members: int, envs_per_member: int, one_device: bool = True)
     worker threads. A one-seed program with a few envs is thousands of
     kernels of a microsecond or two, and handing them between threads costs
     more than it overlaps: with one thread, one-seed PPO CartPole at
-    PureJaxRL's settings (4 envs) ran 1.08–1.17× and one-seed SAC Pendulum
-    1.10–1.18× faster. Larger programs need the threads — CartPole at 512
+    PureJaxRL's settings (4 envs) ran 1.04–1.13× and one-seed SAC Pendulum
+    1.09–1.15× faster. Larger programs need the threads — CartPole at 512
     envs ran 0.91× and at 2048 envs 0.60× with one — and several members are
     sharded over per-core devices (:func:`split_cpu_devices`), each device
     needing a thread of its own. The CLI does not split the CPU into devices
-    when it sets one thread: one-seed SAC measured 1.10–1.15× faster with one
+    when it sets one thread: one-seed SAC measured 1.09–1.15× faster with one
     thread on XLA's single CPU device, but no faster with a second device beside it."""
     wanted = cpu_threads_wanted()
     if wanted is not None:
