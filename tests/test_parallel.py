@@ -62,9 +62,22 @@ def test_cli_runs_a_small_one_seed_program_on_one_cpu_thread(tmp_path):
     env = {k: v for k, v in _env(1).items() if k not in ("PJRT_NPROC", "NPROC", "JAXRL_CPU_THREADS")}
     env["JAXRL_CPU_DEVICES"] = "2"
     args = [*TINY, "checkpoint=false", "seeds=1"]
-    auto = _train([*args, f"run_dir={tmp_path / 'auto'}"], env=env)
+    # the CLI's main, then what XLA was started with: the pool size and no device split
+    probe = (
+        "import json, os, sys\nfrom jaxrl import train\ncode = train.main(sys.argv[1:])\nimport jax\n"
+        "print(json.dumps({'PJRT_NPROC': os.environ.get('PJRT_NPROC'), 'devices': jax.device_count()}))\n"
+        "sys.exit(code)"
+    )
+    auto = subprocess.run(
+        [sys.executable, "-c", probe, *args, f"run_dir={tmp_path / 'auto'}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert auto.returncode == 0, auto.stderr[-2000:]
     assert "(1 device, 1 CPU thread)" in auto.stderr
+    assert json.loads(auto.stdout.strip().splitlines()[-1]) == {"PJRT_NPROC": "1", "devices": 1}
     assert json.loads((tmp_path / "auto" / "summary.json").read_text())["cpu_threads"] == 1
     two = _train([*args, f"run_dir={tmp_path / 'two'}"], env={**env, "JAXRL_CPU_THREADS": "2"})
     assert two.returncode == 0, two.stderr[-2000:]
