@@ -81,40 +81,38 @@ def cpu_opt_level() -> int | None:
     return int(setting)
 
 
+def _env_count(name: str, minimum: int, constraint: str, fix: str) -> int | None:
+    """Environment variable ``name`` as a whole number ≥ ``minimum`` (``None``
+    when unset); anything else is a :class:`jaxrl.config.ConfigError`."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < minimum:
+        from jaxrl.config import ConfigError
+
+        raise ConfigError(name, value, constraint, fix)
+    return int(value)
+
+
 def cpu_devices_wanted() -> int | None:
     """``JAXRL_CPU_DEVICES`` as a count (``None`` when unset: one per core).
     Anything but a non-negative integer is a :class:`jaxrl.config.ConfigError`."""
-    wanted = os.environ.get("JAXRL_CPU_DEVICES", "").strip()
-    if not wanted:
-        return None
-    if not wanted.isdigit():
-        from jaxrl.config import ConfigError
-
-        raise ConfigError(
-            "JAXRL_CPU_DEVICES",
-            wanted,
-            "must be a whole number of XLA:CPU devices",
-            "unset it (one per core) or pass e.g. 1",
-        )
-    return int(wanted)
+    return _env_count(
+        "JAXRL_CPU_DEVICES", 0, "must be a whole number of XLA:CPU devices", "unset it (one per core) or pass e.g. 1"
+    )
 
 
 def cpu_threads_wanted() -> int | None:
     """``JAXRL_CPU_THREADS`` as a count (``None`` when unset or ``auto``).
     Anything but ``auto`` or a positive integer is a :class:`jaxrl.config.ConfigError`."""
-    wanted = os.environ.get("JAXRL_CPU_THREADS", "").strip()
-    if not wanted or wanted == "auto":
+    if os.environ.get("JAXRL_CPU_THREADS", "").strip() == "auto":
         return None
-    if not wanted.isdigit() or int(wanted) < 1:
-        from jaxrl.config import ConfigError
-
-        raise ConfigError(
-            "JAXRL_CPU_THREADS",
-            wanted,
-            "must be auto or a positive whole number of XLA:CPU threads",
-            "unset it (auto) or pass e.g. 1",
-        )
-    return int(wanted)
+    return _env_count(
+        "JAXRL_CPU_THREADS",
+        1,
+        "must be auto or a positive whole number of XLA:CPU threads",
+        "unset it (auto) or pass e.g. 1",
+    )
 
 
 def check_environment() -> None:

@@ -21,5 +21,6 @@ os.environ.setdefault("JAXRL_CPU_DEVICES", "1")
 # (jaxrl._platform.size_cpu_pool): the session and its subprocesses keep XLA's
 # default pool (one thread per usable core), set explicitly so the CLI leaves it;
 # tests/test_parallel.py checks the automatic choice in a subprocess without it.
-_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-os.environ.setdefault("PJRT_NPROC", str(_cores))
+from jaxrl._platform import usable_cores  # noqa: E402  (after the settings above)
+
+os.environ.setdefault("PJRT_NPROC", str(usable_cores()))

@@ -185,19 +185,31 @@ def _ratio(ours: dict, peer: dict) -> dict[str, float]:
 
 def _versus_rejax(which: str, seeds_list: list[int], cold_repeats: int) -> list[dict[str, Any]]:
     """One row per seed count: jaxrl (one device, and seeds over cores) vs rejax."""
-    benchmark, ours, peer, total, differences = SPECS[which]()
+    benchmark, ours, _, _, differences = SPECS[which]()
     rows = []
     for seeds in seeds_list:
-        a = jaxrl_run(ours, seeds)
-        b = rejax_run(*peer, seeds, total)
-        row = {"benchmark": benchmark, "seeds": seeds, "jaxrl": a, "rejax": b, **_ratio(a, b)}
+        row = {"benchmark": benchmark, "seeds": seeds, **_pair(which, seeds)}
         if cold_repeats:
             row["cold_compile"] = cold_compiles(which, seeds, cold_repeats)
         if seeds == 1:
             row["one_thread_pool"] = one_thread_pool(which)
-        rows.append({**row, **_sharded_row(ours, seeds, b), "differences": differences})
+        rows.append({**row, **_sharded_row(ours, seeds, row["rejax"]), "differences": differences})
         print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def _pair(which: str, seeds: int) -> dict[str, Any]:
+    """jaxrl's one-device run and rejax's, in this process, and their ratios."""
+    _, ours, peer, total, _ = SPECS[which]()
+    a, b = jaxrl_run(ours, seeds), rejax_run(*peer, seeds, total)
+    return {"jaxrl": a, "rejax": b, **_ratio(a, b)}
+
+
+def _child(which: str, seeds: int, *flags: str, env: dict[str, str] | None = None) -> str:
+    """The last line a fresh ``peers.py`` process prints for one hidden mode."""
+    cmd = [sys.executable, __file__, which, "--seeds", str(seeds), *flags]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return out.strip().splitlines()[-1]
 
 
 def cold_compile(side: str, which: str, seeds: int) -> float:
@@ -225,9 +237,7 @@ def cold_compiles(which: str, seeds: int, repeats: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {"jaxrl": [], "rejax": []}
     for i in range(repeats):
         for side in ("jaxrl", "rejax") if i % 2 == 0 else ("rejax", "jaxrl"):
-            cmd = [sys.executable, __file__, which, "--seeds", str(seeds), "--cold-compile", side]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            times[side].append(float(out.strip().splitlines()[-1]))
+            times[side].append(float(_child(which, seeds, "--cold-compile", side)))
     med = {side: float(np.median(t)) for side, t in times.items()}
     return {
         "jaxrl_s": round(med["jaxrl"], 2),
@@ -242,16 +252,7 @@ def one_thread_pool(which: str) -> dict[str, Any]:
     client has one thread (``PJRT_NPROC=1``) and one device: what ``python -m
     jaxrl.train`` sets up for a one-seed run with at most 64 envs
     (``jaxrl._platform.cpu_threads_for``)."""
-    cmd = [sys.executable, __file__, which, "--seeds", "1", "--pool-row"]
-    env = {**os.environ, "PJRT_NPROC": "1"}
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def _pool_row(which: str) -> dict[str, Any]:
-    _, ours, peer, total, _ = SPECS[which]()
-    a, b = jaxrl_run(ours, 1), rejax_run(*peer, 1, total)
-    return {"jaxrl": a, "rejax": b, **_ratio(a, b)}
+    return json.loads(_child(which, 1, "--pool-row", env={**os.environ, "PJRT_NPROC": "1"}))
 
 
 def _cartpole_spec() -> tuple:
@@ -464,7 +465,7 @@ def main() -> None:
         print(cold_compile(args.cold_compile, args.which, args.seeds[0]))
         return
     if args.pool_row:  # one_thread_pool's process
-        print(json.dumps(_pool_row(args.which)))
+        print(json.dumps(_pair(args.which, 1)))
         return
     results = json.load(open(args.out)) if os.path.exists(args.out) else {}
     results["machine"] = {
