@@ -82,6 +82,7 @@ class Transition(NamedTuple):
     action: jax.Array  # [N] int32 or [N, d] float32: the stored action (pre-tanh u / unclipped sample)
     log_prob: jax.Array  # [N] behaviour log π(a|s) at collection time
     value: jax.Array  # [N] V(s) at collection time
+    next_value: jax.Array  # [N] V(final_obs): of the pre-reset s_{t+1} (relevant where not terminated)
     reward: jax.Array  # [N]
     terminated: jax.Array  # [N] bool
     truncated: jax.Array  # [N] bool
@@ -442,10 +443,17 @@ def rollout(
     Returns the advanced state and a :class:`Transition` of ``[T, N, ...]``.
     The action noise and the env randomness (:meth:`Env.draw_steps`) of all
     ``T`` steps are drawn up front in one call each, and the values ``V(s_t)``
-    are computed after the loop in one batched pass (same parameters and
-    normalizer as while acting, so they are the values at collection time):
-    the sequential loop does only the policy forward, the sampling and the env
-    step, with its carry and outputs packed per dtype (:func:`packing.scan`).
+    and ``V(final_obs_t)`` are computed after the loop in one batched pass
+    (same parameters and normalizer as while acting, so they are the values
+    at collection time): the sequential loop does only the policy forward,
+    the sampling and the env step, with its carry and outputs packed per dtype
+    (:func:`packing.scan`).
+
+    ``final_obs_t`` is ``s_{t+1}`` unless step ``t`` ended an episode, so
+    when the env's truncation is a time limit of ``P`` steps
+    (:meth:`Env.truncation_period`) the pass covers ``V(s_t)``, the at most
+    ``⌈T / P⌉`` truncations per env and the last ``s_T`` — ``T + ⌈T / P⌉ + 1``
+    rows per env instead of ``2T`` (:func:`next_values_from`).
     """
     steps, num_envs = algo.num_steps, state.obs.shape[0]
     step_env = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
@@ -464,7 +472,8 @@ def rollout(
             obs=obs,
             action=action,
             log_prob=log_prob(dist, action),
-            value=jnp.zeros(obs.shape[:1], jnp.float32),  # filled in below, batched
+            value=None,  # both filled in below, batched
+            next_value=None,
             reward=out.reward,
             terminated=out.terminated,
             truncated=out.truncated,
@@ -475,9 +484,50 @@ def rollout(
         return (env_state, out.obs), transition
 
     (env_state, obs), traj = packing.scan(step, (state.env_state, state.obs), (noise, env_draws))
-    values = network.apply(state.params, _prepare_obs(state, traj.obs, algo), method=ActorCritic.value)
-    traj = traj._replace(value=_value(state, values, algo))
+    period = env.truncation_period(env_params)
+    per_env = None if period is None else -(-steps // period)  # truncations per env, at most
+    compact = per_env is not None and per_env + 1 < steps
+    if not compact:
+        extra = traj.final_obs  # V(final_obs) of every step
+    else:  # only where an env truncated, and after the last step
+        index = truncation_index(traj.truncated, per_env)
+        picked = jnp.take_along_axis(traj.final_obs, index.reshape(index.shape + (1,) * len(env.obs_shape)), axis=0)
+        extra = jnp.concatenate([picked, obs[None]])
+    raw = network.apply(
+        state.params, _prepare_obs(state, jnp.concatenate([traj.obs, extra]), algo), method=ActorCritic.value
+    )
+    values = _value(state, raw, algo)
+    value, extra_values = values[:steps], values[steps:]
+    if compact:
+        next_value = next_values_from(value, extra_values, index, traj.truncated)
+    else:
+        next_value = extra_values
+    traj = traj._replace(value=value, next_value=next_value)
     return state.replace(env_state=env_state, obs=obs, key=key), traj
+
+
+def truncation_index(truncated: jax.Array, per_env: int) -> jax.Array:
+    """int32 ``[K, N]``: the step of each env's ``k``-th truncation in a
+    ``[T, N]`` rollout (``K = per_env``, which must bound the count); 0 in
+    the slots of an env that truncated fewer times."""
+    count = jnp.cumsum(truncated.astype(jnp.int32), axis=0)
+    return jnp.stack([jnp.argmax(count > k, axis=0).astype(jnp.int32) for k in range(per_env)])
+
+
+def next_values_from(value: jax.Array, extra: jax.Array, index: jax.Array, truncated: jax.Array) -> jax.Array:
+    """``V(final_obs)`` ``[T, N]`` from ``value = V(s_t)`` ``[T, N]``, ``extra``
+    ``[K + 1, N]`` (the values at the ``K`` :func:`truncation_index` slots,
+    then of the observation after the last step) and the truncation flags.
+
+    Where step ``t`` did not end an episode, ``final_obs_t`` is ``s_{t+1}``, so
+    its value is ``value[t + 1]`` (or ``extra[K]`` at the last step); where it
+    truncated, the value computed at its slot. Where it terminated the result
+    is ``V(s_{t+1})`` of the reset state, which GAE multiplies by zero."""
+    following = jnp.concatenate([value[1:], extra[-1:]])
+    step = jax.lax.broadcasted_iota(jnp.int32, value.shape, 0)
+    for k in range(index.shape[0]):
+        following = jnp.where(truncated & (step == index[k]), extra[k], following)
+    return following
 
 
 def gae_method(algo: PPOConfig) -> str:
@@ -541,13 +591,6 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
         """Rollout, reward/value normalization and GAE: ``(state, traj, prepared)``
         with the flat minibatch source ``prepared.batch``."""
         state, traj = rollout(state, env, env_params, network, algo)
-        # Values of the pre-reset next observations, in one batched pass.
-        # (The normalizer is the one used while acting: it is updated after learning.)
-        next_values = _value(
-            state,
-            network.apply(state.params, _prepare_obs(state, traj.final_obs, algo), method=ActorCritic.value),
-            algo,
-        )
         done = jnp.logical_or(traj.terminated, traj.truncated)
         rewards, return_stats, discounted = traj.reward * hp.reward_scale, state.return_stats, state.discounted_return
         if algo.normalize_reward:
@@ -563,7 +606,7 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
         advantages = gae(
             rewards,
             traj.value,
-            next_values,
+            traj.next_value,
             traj.terminated,
             done,
             hp.gamma,

@@ -313,6 +313,7 @@ def test_brax_adapter_truncation_final_obs_and_fresh_resets():
         seen.append(np.asarray(out.obs))
     truncated = [bool(o.truncated) for o in outs]
     assert truncated == [False, False, False, False, True, False, False, False, False, True, False]
+    assert env.truncation_period() == 5  # the gap PPO's rollout relies on
     assert not any(bool(o.terminated) for o in outs)
     boundary = outs[4]
     assert not np.allclose(np.asarray(boundary.obs), np.asarray(boundary.final_obs))  # reset obs ≠ final obs

@@ -172,3 +172,54 @@ def test_draw_steps_accepts_legacy_uint32_keys():
     for a, b in zip(jax.tree.leaves(legacy), jax.tree.leaves(typed), strict=True):
         assert a.shape[:2] == (2, 3)
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _with_limit(envs.make("cartpole"), 6),
+        lambda: _with_limit(envs.make("acrobot"), 4),
+        lambda: _with_limit(envs.make("pendulum"), 5),
+        lambda: _with_limit(envs.make("mountaincar-continuous"), 3),
+        lambda: _with_limit(envs.make("Breakout-MinAtar"), 7),
+    ],
+)
+def test_truncation_period_is_the_gap_between_truncations(make):
+    """``truncation_period`` promises that one env copy never truncates twice
+    within fewer steps (PPO's rollout computes ``V(final_obs)`` only at
+    ``⌈T / P⌉`` slots per env on that promise): random play across many
+    episodes, every truncation exactly ``P`` steps after the last reset."""
+    env = make()
+    period = env.truncation_period()
+    assert period == int(env.default_params.max_steps_in_episode)
+    n, steps = 8, 5 * period + 3
+    keys = jax.random.split(jax.random.key(0), n)
+    state, _ = jax.vmap(env.reset)(keys)
+
+    def one(carry, key):
+        state, since = carry
+        keys = jax.random.split(key, 2 * n).reshape(2, n)
+        action = jax.vmap(env.random_action)(keys[0])
+        state, out = jax.vmap(env.step)(keys[1], state, action)
+        since = since + 1
+        gap = jnp.where(out.truncated, since, -1)
+        return (state, jnp.where(out.done, 0, since)), (gap, out.truncated)
+
+    _, (gaps, truncated) = jax.lax.scan(
+        one, (state, jnp.zeros(n, jnp.int32)), jax.random.split(jax.random.key(1), steps)
+    )
+    gaps = np.asarray(gaps)[np.asarray(truncated)]
+    assert gaps.size >= n  # every copy truncated at least once
+    assert (gaps == period).all()
+
+
+def test_truncation_period_unknown_unless_the_clock_is_gymnax_own():
+    assert (
+        envs.from_gymnax(CountingEnv(), Params(max_steps_in_episode=5, terminate_after=3)).truncation_period() is None
+    )
+    assert _HalfReward(CountingEnv(), Params(max_steps_in_episode=5, terminate_after=3)).truncation_period() is None
+    env = envs.make("cartpole")
+    assert env.truncation_period(env.default_params.replace(max_steps_in_episode=7)) == 7
+    seen = []
+    jax.jit(lambda p: seen.append(env.truncation_period(p)) or 0)(env.default_params)  # a traced limit
+    assert seen == [None]

@@ -133,3 +133,60 @@ def test_explained_variance():
     assert float(ppo.explained_variance(targets, targets)) == pytest.approx(1.0)
     assert float(ppo.explained_variance(jnp.zeros(4) + targets.mean(), targets)) == pytest.approx(0.0, abs=1e-6)
     assert float(ppo.explained_variance(jnp.zeros(4), jnp.ones(4))) == 0.0
+
+
+def test_rollout_next_values_match_a_full_pass_over_final_obs():
+    """With a known time limit the rollout computes V(final_obs) only at the
+    truncations (⌈T/P⌉ slots per env) and reuses V(s_{t+1}) elsewhere: the
+    result must equal V(final_obs) of every step (oracle: one pass over all
+    of them), wherever GAE uses it (not terminated)."""
+    from jaxrl.config import parse, validate
+    from jaxrl.loop import make_train
+
+    config = validate(
+        parse(
+            [
+                "env=cartpole",
+                "seeds=1",
+                "num_envs=3",
+                "total_timesteps=96",
+                "algo.num_steps=32",
+                "algo.normalize_obs=true",
+            ]
+        )
+    )
+    trainer = make_train(config)
+    params = trainer.env.default_params.replace(max_steps_in_episode=5)
+    assert trainer.env.truncation_period(params) == 5  # so the rollout takes the compact path
+    state = trainer.init(jax.random.key(1), trainer.hparams).agent
+    network = trainer.agent.network
+    state, traj = jax.jit(lambda s: ppo.rollout(s, trainer.env, params, network, config.algo))(state)
+    truncated, terminated = np.asarray(traj.truncated), np.asarray(traj.terminated)
+    assert truncated.sum(axis=0).max() >= 5  # several truncations per env, every slot used
+    oracle = ppo._value(
+        state,
+        network.apply(state.params, ppo._prepare_obs(state, traj.final_obs, config.algo), method="value"),
+        config.algo,
+    )
+    used = ~terminated
+    np.testing.assert_allclose(np.asarray(traj.next_value)[used], np.asarray(oracle)[used], rtol=1e-5, atol=1e-5)
+    # and the compact path is what ran: without a period the rollout gives the same numbers
+    full = jax.jit(lambda s: ppo.rollout(s, _NoPeriod(trainer.env), params, network, config.algo))(
+        trainer.init(jax.random.key(1), trainer.hparams).agent
+    )[1]
+    np.testing.assert_allclose(
+        np.asarray(full.next_value)[used], np.asarray(traj.next_value)[used], rtol=1e-5, atol=1e-5
+    )
+
+
+class _NoPeriod:
+    """An env that does not declare its truncation period (forces the full pass)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def truncation_period(self, params=None):
+        return None

@@ -38,8 +38,18 @@ class BraxEnv(Env):
         self.action_space = Box(-np.ones(size, np.float32), np.ones(size, np.float32), (size,))
         self.default_params = None
         self.max_episode_steps = int(episode_length)
+        self.action_repeat = int(action_repeat)
         # "near the maximum" for the pendulums (1000 steps of reward 1 / ≈ 9.36)
         self.solved_return = {"inverted_pendulum": 950.0, "inverted_double_pendulum": 9000.0}.get(name)
+
+    def truncation_period(self, params: Any = None) -> int | None:
+        """``EpisodeWrapper`` truncates once its step count (``action_repeat``
+        per step, zeroed by the reset) reaches ``episode_length``."""
+        if type(self)._step is not BraxEnv._step or type(self)._step_drawn is not BraxEnv._step_drawn:
+            return None  # a subclass may truncate otherwise
+        if self.max_episode_steps < 1 or self.action_repeat < 1:
+            return None
+        return -(-self.max_episode_steps // self.action_repeat)
 
     def _reset(self, key: jax.Array, params: Any) -> tuple[Any, jax.Array]:
         state = self.env.reset(key)

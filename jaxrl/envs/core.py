@@ -115,6 +115,19 @@ class Env:
     max_episode_steps: int | None = None
     solved_return: float | None = None
 
+    def truncation_period(self, params: Any = None) -> int | None:
+        """The fewest steps between two truncations of one env copy under
+        ``params`` — its time limit — when truncation is nothing but a time
+        limit counted from each reset; ``None`` when that is not known.
+
+        PPO uses it to bound the truncations in a rollout of ``T`` steps by
+        ``⌈T / period⌉`` per env and compute ``V(final_obs)`` only there. A
+        wrong (too large) period would silently bootstrap truncations from
+        the wrong value, so adapters return one only for environments whose
+        truncation rule they know; the base class never does."""
+        del params
+        return None
+
     # -- backend hooks ------------------------------------------------------
     def _reset(self, key: jax.Array, params: Any) -> tuple[Any, jax.Array]:
         raise NotImplementedError

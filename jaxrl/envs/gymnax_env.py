@@ -67,6 +67,29 @@ class GymnaxEnv(Env):
             isinstance(env, Environment) and type(env).step is Environment.step and type(self)._step is GymnaxEnv._step
         )
 
+    def truncation_period(self, params: Any = None) -> int | None:
+        """``max_steps_in_episode`` of ``params`` for gymnax's own environments:
+        ``Environment.is_truncated`` is ``state.time >= max_steps_in_episode``,
+        and each of them starts ``time`` at 0 on reset and adds 1 per step.
+        ``None`` for a user's subclass (its clock is its own), a subclass of
+        this adapter, or a limit that is traced rather than a number."""
+        from gymnax.environments.environment import Environment
+
+        env = self.env
+        if (
+            type(self) is not GymnaxEnv
+            or not isinstance(env, Environment)
+            or not type(env).__module__.startswith("gymnax.environments.")
+            or type(env).is_truncated is not Environment.is_truncated
+        ):
+            return None
+        params = self.default_params if params is None else params
+        try:
+            limit = int(np.asarray(params.max_steps_in_episode))
+        except (AttributeError, TypeError, jax.errors.ConcretizationTypeError):
+            return None
+        return limit if limit >= 1 else None
+
     def _reset(self, key: jax.Array, params: Any) -> tuple[Any, jax.Array]:
         obs, inner = self.env.reset(key, params)
         return inner, obs
