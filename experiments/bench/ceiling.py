@@ -13,8 +13,10 @@ tanh actor and critic), per seed count, one compiled program each:
   (minibatch × 64 by 64 × 64, batched over the seeds as the vmapped program
   does) — what this CPU does at the shapes training actually has;
 * training's FLOP rate, counted analytically: per env step one actor+critic
-  forward while acting (and one value pass of the final observation), plus
-  epochs × (forward + backward ≈ 3 forwards) in the learner.
+  forward while acting, the critic on the final observations the rollout
+  evaluates (``⌈T/P⌉ + 1`` of every ``T`` steps with a time limit of ``P``
+  steps, all ``T`` without one), plus epochs × (forward + backward ≈ 3
+  forwards) in the learner.
 """
 
 from __future__ import annotations
@@ -94,7 +96,11 @@ def measure(seeds: int, updates: int = 40) -> dict:
     t_act = median_seconds(jax.jit(jax.vmap(acting), compiler_options=compiler_options()), states, repeats=5)
     t_train = median_seconds(jax.jit(jax.vmap(training), compiler_options=compiler_options()), states, hp, repeats=3)
     fwd = forward_flops(env.obs_shape[0], tuple(algo.hidden_sizes), env.action_space.n)
-    per_step = fwd * 2 + algo.update_epochs * 3 * fwd  # acting + final-obs value (upper bound) + learner
+    sizes = [env.obs_shape[0], *algo.hidden_sizes, 1]
+    critic = sum(2 * a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+    period = env.truncation_period()
+    final_rows = 1.0 if period is None else min(1.0, (-(-t // period) + 1) / t)  # as ppo.rollout
+    per_step = round(fwd + critic * final_rows + algo.update_epochs * 3 * fwd)  # acting + final-obs values + learner
     train_rate = steps / t_train
     minibatch = n * t // algo.num_minibatches
     shaped = shaped_matmul_flops(seeds, minibatch, int(algo.hidden_sizes[-1]))
