@@ -219,6 +219,7 @@ def test_truncation_period_unknown_unless_the_clock_is_gymnax_own():
     )
     assert _HalfReward(CountingEnv(), Params(max_steps_in_episode=5, terminate_after=3)).truncation_period() is None
     env = envs.make("cartpole")
+    assert _HalfReward(env.env, env.default_params).truncation_period() is None  # gymnax's env, our subclass
     assert env.truncation_period(env.default_params.replace(max_steps_in_episode=7)) == 7
     seen = []
     jax.jit(lambda p: seen.append(env.truncation_period(p)) or 0)(env.default_params)  # a traced limit
