@@ -484,9 +484,8 @@ def rollout(
         return (env_state, out.obs), transition
 
     (env_state, obs), traj = packing.scan(step, (state.env_state, state.obs), (noise, env_draws))
-    period = env.truncation_period(env_params)
-    per_env = None if period is None else -(-steps // period)  # truncations per env, at most
-    compact = per_env is not None and per_env + 1 < steps
+    per_env = truncation_slots(steps, env.truncation_period(env_params))
+    compact = per_env is not None
     if not compact:
         extra = traj.final_obs  # V(final_obs) of every step
     else:  # only where an env truncated, and after the last step
@@ -504,6 +503,17 @@ def rollout(
         next_value = extra_values
     traj = traj._replace(value=value, next_value=next_value)
     return state.replace(env_state=env_state, obs=obs, key=key), traj
+
+
+def truncation_slots(steps: int, period: int | None) -> int | None:
+    """How many truncations per env a rollout of ``steps`` steps evaluates
+    ``V(final_obs)`` for: ``⌈steps / period⌉`` (the most an env with a time
+    limit of ``period`` steps can have), or ``None`` — a pass over every
+    step's ``final_obs`` — without a period or when that would be no smaller."""
+    if period is None:
+        return None
+    slots = -(-steps // period)
+    return slots if slots + 1 < steps else None
 
 
 def truncation_index(truncated: jax.Array, per_env: int) -> jax.Array:

@@ -34,7 +34,7 @@ from jaxrl._platform import compiler_options
 from jaxrl.config import parse, validate
 from jaxrl.envs.core import random_steps
 from jaxrl.loop import make_train
-from jaxrl.ppo import rollout
+from jaxrl.ppo import rollout, truncation_slots
 from jaxrl.profile import median_seconds
 
 SETTINGS = ["env=cartpole", *PUREJAXRL_CARTPOLE]
@@ -60,13 +60,14 @@ def shaped_matmul_flops(seeds: int, rows: int, width: int, chain: int = 400) -> 
     return 2 * seeds * rows * width * width * chain / seconds
 
 
+def mlp_flops(sizes: list[int]) -> int:
+    """FLOPs (2 per multiply-add) of one MLP forward with layer widths ``sizes``."""
+    return sum(2 * a * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
+
+
 def forward_flops(obs_dim: int, hidden: tuple[int, ...], actions: int) -> int:
-    """FLOPs (2 per multiply-add) of one actor + critic forward on one observation."""
-
-    def mlp(sizes):
-        return sum(2 * a * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
-
-    return mlp([obs_dim, *hidden, actions]) + mlp([obs_dim, *hidden, 1])
+    """FLOPs of one actor + critic forward on one observation."""
+    return mlp_flops([obs_dim, *hidden, actions]) + mlp_flops([obs_dim, *hidden, 1])
 
 
 def measure(seeds: int, updates: int = 40) -> dict:
@@ -96,10 +97,9 @@ def measure(seeds: int, updates: int = 40) -> dict:
     t_act = median_seconds(jax.jit(jax.vmap(acting), compiler_options=compiler_options()), states, repeats=5)
     t_train = median_seconds(jax.jit(jax.vmap(training), compiler_options=compiler_options()), states, hp, repeats=3)
     fwd = forward_flops(env.obs_shape[0], tuple(algo.hidden_sizes), env.action_space.n)
-    sizes = [env.obs_shape[0], *algo.hidden_sizes, 1]
-    critic = sum(2 * a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
-    period = env.truncation_period()
-    final_rows = 1.0 if period is None else min(1.0, (-(-t // period) + 1) / t)  # as ppo.rollout
+    critic = mlp_flops([env.obs_shape[0], *algo.hidden_sizes, 1])
+    slots = truncation_slots(t, env.truncation_period())  # the rows ppo.rollout evaluates
+    final_rows = 1.0 if slots is None else (slots + 1) / t
     per_step = round(fwd + critic * final_rows + algo.update_epochs * 3 * fwd)  # acting + final-obs values + learner
     train_rate = steps / t_train
     minibatch = n * t // algo.num_minibatches
