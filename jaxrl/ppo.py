@@ -443,11 +443,12 @@ def rollout(
     Returns the advanced state and a :class:`Transition` of ``[T, N, ...]``.
     The action noise and the env randomness (:meth:`Env.draw_steps`) of all
     ``T`` steps are drawn up front in one call each, and the values ``V(s_t)``
-    and ``V(final_obs_t)`` are computed after the loop in one batched pass
-    (same parameters and normalizer as while acting, so they are the values
-    at collection time): the sequential loop does only the policy forward,
-    the sampling and the env step, with its carry and outputs packed per dtype
-    (:func:`packing.scan`).
+    and ``V(final_obs_t)`` are computed after the loop in one batched pass, the
+    log-probs of the sampled actions in another from the stacked policy
+    outputs (same parameters and normalizer as while acting, so they are the
+    values at collection time): the sequential loop does only the policy
+    forward, the sampling and the env step, with its carry and outputs packed
+    per dtype (:func:`packing.scan`).
 
     ``final_obs_t`` is ``s_{t+1}`` unless step ``t`` ended an episode, so
     when the env's truncation is a time limit of ``P`` steps
@@ -471,8 +472,8 @@ def rollout(
         transition = Transition(
             obs=obs,
             action=action,
-            log_prob=log_prob(dist, action),
-            value=None,  # both filled in below, batched
+            log_prob=None,  # the log-prob and both values are filled in below, batched
+            value=None,
             next_value=None,
             reward=out.reward,
             terminated=out.terminated,
@@ -481,9 +482,10 @@ def rollout(
             episode_return=out.episode_return,
             episode_length=out.episode_length,
         )
-        return (env_state, out.obs), transition
+        return (env_state, out.obs), (transition, policy_out)
 
-    (env_state, obs), traj = packing.scan(step, (state.env_state, state.obs), (noise, env_draws))
+    (env_state, obs), (traj, policy_out) = packing.scan(step, (state.env_state, state.obs), (noise, env_draws))
+    traj = traj._replace(log_prob=log_prob(distribution(network, state.params, policy_out), traj.action))
     per_env = truncation_slots(steps, env.truncation_period(env_params))
     compact = per_env is not None
     if not compact:

@@ -183,6 +183,39 @@ def test_rollout_next_values_match_a_full_pass_over_final_obs(limit):
     )
 
 
+def test_rollout_log_probs_are_the_behaviour_policys():
+    """The log-probs are computed after the loop from the stacked logits: they
+    must equal log softmax(π(s_t))[a_t] of the acting parameters and
+    normalizer on the stored observations (oracle: numpy, float64)."""
+    from jaxrl.config import parse, validate
+    from jaxrl.loop import make_train
+
+    config = validate(
+        parse(
+            [
+                "env=cartpole",
+                "seeds=1",
+                "num_envs=3",
+                "total_timesteps=96",
+                "algo.num_steps=32",
+                "algo.normalize_obs=true",
+            ]
+        )
+    )
+    trainer = make_train(config)
+    state = trainer.init(jax.random.key(2), trainer.hparams).agent
+    network = trainer.agent.network
+    _, traj = jax.jit(lambda s: ppo.rollout(s, trainer.env, trainer.env.default_params, network, config.algo))(state)
+    logits = np.asarray(
+        network.apply(state.params, ppo._prepare_obs(state, traj.obs, config.algo), method="policy"), np.float64
+    )
+    log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    action = np.asarray(traj.action)
+    assert len(np.unique(action)) == 2  # both actions sampled
+    expected = np.take_along_axis(log_softmax, action[..., None], axis=-1)[..., 0]
+    np.testing.assert_allclose(np.asarray(traj.log_prob), expected, rtol=1e-5, atol=1e-6)
+
+
 class _NoPeriod:
     """An env that does not declare its truncation period (forces the full pass)."""
 
