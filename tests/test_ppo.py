@@ -135,12 +135,8 @@ def test_explained_variance():
     assert float(ppo.explained_variance(jnp.zeros(4), jnp.ones(4))) == 0.0
 
 
-@pytest.mark.parametrize("limit", [4, 5])
-def test_rollout_next_values_match_a_full_pass_over_final_obs(limit):
-    """With a known time limit the rollout computes V(final_obs) only at the
-    truncations (⌈T/P⌉ slots per env) and reuses V(s_{t+1}) elsewhere: the
-    result must equal V(final_obs) of every step (oracle: one pass over all
-    of them), wherever GAE uses it (not terminated)."""
+def _small_cartpole():
+    """Config and trainer of a one-seed CartPole run: 3 envs × 32 steps, normalized observations."""
     from jaxrl.config import parse, validate
     from jaxrl.loop import make_train
 
@@ -156,7 +152,16 @@ def test_rollout_next_values_match_a_full_pass_over_final_obs(limit):
             ]
         )
     )
-    trainer = make_train(config)
+    return config, make_train(config)
+
+
+@pytest.mark.parametrize("limit", [4, 5])
+def test_rollout_next_values_match_a_full_pass_over_final_obs(limit):
+    """With a known time limit the rollout computes V(final_obs) only at the
+    truncations (⌈T/P⌉ slots per env) and reuses V(s_{t+1}) elsewhere: the
+    result must equal V(final_obs) of every step (oracle: one pass over all
+    of them), wherever GAE uses it (not terminated)."""
+    config, trainer = _small_cartpole()
     params = trainer.env.default_params.replace(max_steps_in_episode=limit)
     assert trainer.env.truncation_period(params) == limit  # so the rollout takes the compact path
     state = trainer.init(jax.random.key(1), trainer.hparams).agent
@@ -187,22 +192,7 @@ def test_rollout_log_probs_are_the_behaviour_policys():
     """The log-probs are computed after the loop from the stacked logits: they
     must equal log softmax(π(s_t))[a_t] of the acting parameters and
     normalizer on the stored observations (oracle: numpy, float64)."""
-    from jaxrl.config import parse, validate
-    from jaxrl.loop import make_train
-
-    config = validate(
-        parse(
-            [
-                "env=cartpole",
-                "seeds=1",
-                "num_envs=3",
-                "total_timesteps=96",
-                "algo.num_steps=32",
-                "algo.normalize_obs=true",
-            ]
-        )
-    )
-    trainer = make_train(config)
+    config, trainer = _small_cartpole()
     state = trainer.init(jax.random.key(2), trainer.hparams).agent
     network = trainer.agent.network
     _, traj = jax.jit(lambda s: ppo.rollout(s, trainer.env, trainer.env.default_params, network, config.algo))(state)
