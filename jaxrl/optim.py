@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-__all__ = ["init", "apply"]
+__all__ = ["init", "apply", "tree_all_finite"]
 
 
 def init(params: Any, eps: float = 1e-8) -> Any:
@@ -41,3 +41,9 @@ def apply(
     updates, opt_state = optax.scale_by_adam(eps=eps).update(flat, opt_state)
     params = jax.tree.map(lambda p, u: p - lr * u, params, unravel(updates))
     return params, opt_state, norm
+
+
+def tree_all_finite(tree: Any) -> jax.Array:
+    """bool []: every element of every leaf is finite (one check over the
+    raveled leaves, not one kernel per leaf)."""
+    return jnp.all(jnp.isfinite(ravel_pytree(tree)[0]))

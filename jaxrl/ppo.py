@@ -31,7 +31,7 @@ from jaxrl.agent import Agent
 from jaxrl.config import PPOConfig
 from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
 from jaxrl.envs.core import Discrete, Env
-from jaxrl.networks import ActorCritic
+from jaxrl.networks import ActorCritic, init_params
 
 __all__ = [
     "HParams",
@@ -555,12 +555,6 @@ def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
     return jnp.where(var_targets > 0, 1.0 - jnp.var(targets - values) / jnp.maximum(var_targets, 1e-12), 0.0)
 
 
-def tree_all_finite(tree: Any) -> jax.Array:
-    """bool []: every element of every leaf is finite."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
-
-
 # ---------------------------------------------------------------------------
 # The agent used by the training loop
 # ---------------------------------------------------------------------------
@@ -584,7 +578,7 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
     def init(key: jax.Array, hp: HParams) -> PPOState:
         key_params, key_env, key = jax.random.split(key, 3)
         dummy = jnp.zeros((1,) + env.obs_shape, jnp.float32)
-        params = network.init(key_params, dummy)
+        params = init_params(network, key_params, dummy)
         env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
         return PPOState(
             params=params,
@@ -675,7 +669,7 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
             explained_variance=explained_variance(traj.value, targets),
             grad_norm=out.grad_norm,
             lr=jnp.asarray(lr, jnp.float32),
-            finite=jnp.isfinite(out.metrics.total) & jnp.isfinite(out.grad_norm) & tree_all_finite(out.params),
+            finite=jnp.isfinite(out.metrics.total) & jnp.isfinite(out.grad_norm) & optim.tree_all_finite(out.params),
         )
         return new_state, metrics
 

@@ -33,7 +33,7 @@ from jaxrl.agent import Agent
 from jaxrl.config import SACConfig
 from jaxrl.distributions import TanhGaussian
 from jaxrl.envs.core import Box, Env
-from jaxrl.networks import MLP, dense_dot_general
+from jaxrl.networks import MLP, dense, init_many
 
 __all__ = [
     "HParams",
@@ -90,8 +90,8 @@ class Actor(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         x = MLP(self.hidden_sizes, self.activation)(obs)
-        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01), dot_general=dense_dot_general)(x)
-        raw = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01), dot_general=dense_dot_general)(x)
+        mean = dense(self.action_dim, 0.01)(x)
+        raw = dense(self.action_dim, 0.01)(x)
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
         return mean, log_std
 
@@ -105,10 +105,7 @@ class Critic(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         x = jnp.concatenate([obs, action], axis=-1)
-        qs = [
-            nn.Dense(1, dot_general=dense_dot_general)(MLP(self.hidden_sizes, self.activation)(x))[..., 0]
-            for _ in range(2)
-        ]
+        qs = [dense(1, 1.0)(MLP(self.hidden_sizes, self.activation)(x))[..., 0] for _ in range(2)]
         return jnp.stack(qs)
 
 
@@ -299,11 +296,6 @@ def gradient_step(
 # ---------------------------------------------------------------------------
 
 
-def _tree_all_finite(tree: Any) -> jax.Array:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
-    return jnp.all(jnp.stack(leaves))
-
-
 def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
     """SAC for ``num_envs`` copies of a continuous-action ``env``."""
     space = env.action_space
@@ -345,6 +337,8 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
                 action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).from_noise(draw)
             env_state, out = step_envs(env_draw, env_state, to_env(action), env_params)
             transition = Transition(obs, action, out.reward, out.terminated, out.final_obs)
+            if random:  # the warm-up keeps only the transitions (and the observations seen)
+                return (env_state, out.obs), (transition, (obs,) if algo.normalize_obs else ())
             return (env_state, out.obs), (transition, (out.done, out.episode_return, out.episode_length, obs))
 
         (env_state, obs), (transitions, trace) = packing.scan(
@@ -355,10 +349,11 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
         return state.replace(env_state=env_state, obs=obs, key=key, buffer=buffer), trace
 
     def init(key: jax.Array, hp: HParams) -> SACState:
-        key_actor, key_critic, key_env, key = jax.random.split(key, 4)
+        key_params, key_env, key = jax.random.split(key, 3)
         dummy_obs = jnp.zeros((1,) + env.obs_shape, jnp.float32)
-        actor_params = actor.init(key_actor, dummy_obs)
-        critic_params = critic.init(key_critic, dummy_obs, jnp.zeros((1, dim)))
+        actor_params, critic_params = init_many(
+            key_params, (actor, dummy_obs), (critic, dummy_obs, jnp.zeros((1, dim)))
+        )
         env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
         example = Transition(obs[0], jnp.zeros((dim,)), jnp.zeros(()), jnp.zeros((), bool), obs[0])
         log_alpha = jnp.log(hp.init_alpha).astype(jnp.float32)
@@ -379,7 +374,7 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
         if warmup:
             state, trace = env_steps(state, warmup, random=True)
             if algo.normalize_obs:
-                state = state.replace(obs_stats=normalize.update(state.obs_stats, trace[3]))
+                state = state.replace(obs_stats=normalize.update(state.obs_stats, trace[0]))
         return state
 
     def update(state: SACState, hp: HParams, update_idx: jax.Array) -> tuple[SACState, UpdateMetrics]:
@@ -407,7 +402,7 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
         finite = (
             jnp.isfinite(m.critic_loss)
             & jnp.isfinite(m.actor_loss)
-            & _tree_all_finite((state.actor_params, state.critic_params, state.log_alpha))
+            & optim.tree_all_finite((state.actor_params, state.critic_params, state.log_alpha))
         )
         metrics = UpdateMetrics(
             episode_return_sum=jnp.sum(ep_return * done_f),

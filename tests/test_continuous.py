@@ -115,6 +115,25 @@ def test_tanh_gaussian_from_noise_against_float64_and_sample_and_log_prob():
 # --- SAC ------------------------------------------------------------------------
 
 
+def test_sac_warmup_fills_the_buffer_and_the_observation_statistics_with_the_same_steps():
+    """The random-action warm-up: ``learning_starts`` rounded up to whole steps
+    of all envs in the buffer, actions uniform in [-1, 1], and (with
+    ``normalize_obs``) running statistics of exactly the stored observations."""
+    config = validate(
+        parse(["env=pendulum", "algo=sac", "num_envs=3", "algo.learning_starts=100", "algo.normalize_obs=true"])
+    )
+    state = jax.jit(make_train(config).init)(jax.random.key(5), make_train(config).hparams).agent
+    size = int(state.buffer.size)
+    assert size == 102 and int(state.buffer.position) == 102
+    obs = np.asarray(state.buffer.data.obs[:size], np.float64)
+    action = np.asarray(state.buffer.data.action[:size])
+    assert np.all(np.abs(action) <= 1.0) and action.std() > 0.4  # uniform on [-1, 1]: std 0.577
+    stats = state.obs_stats
+    np.testing.assert_allclose(float(stats.count) + float(stats.count_err), size + 1e-4, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(stats.mean), obs.mean(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(stats.var), obs.var(0), rtol=1e-3, atol=1e-4)
+
+
 def _sac_metrics(cost, steps=4000):
     config = validate(
         parse(

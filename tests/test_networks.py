@@ -132,4 +132,68 @@ def test_parameter_names_are_flax_dense_names():
     params = MLP((8, 8)).init(jax.random.key(0), jnp.zeros((1, 3)))
     assert set(params["params"]) == {"Dense_0", "Dense_1"}
     assert set(params["params"]["Dense_0"]) == {"kernel", "bias"}
-    assert all(isinstance(m, nn.Dense) for m in [networks._dense(4, 1.0)])
+    assert all(isinstance(m, nn.Dense) for m in [networks.dense(4, 1.0)])
+
+
+def _kernels(params):
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    return {jax.tree_util.keystr(p): x for p, x in flat if p[-1].key == "kernel"}
+
+
+@pytest.mark.parametrize("which", ["actor_critic", "sac"])
+def test_init_params_has_module_inits_structure_constants_and_orthogonal_kernels(which):
+    from jaxrl.sac import Actor, Critic
+
+    obs = jnp.zeros((1, 3))
+    if which == "actor_critic":
+        calls = [(ActorCritic(2, discrete=False, hidden_sizes=(16, 16), log_std_init=-0.5), obs)]
+    else:
+        calls = [(Actor(2, (16, 16)), obs), (Critic((16, 16)), obs, jnp.zeros((1, 2)))]
+    ours = networks.init_many(jax.random.key(0), *calls)
+    for params, (module, *example) in zip(ours, calls, strict=True):
+        ref = module.init(jax.random.key(0), *example)
+        assert jax.tree.structure(params) == jax.tree.structure(ref)
+        for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(ref), strict=True):
+            assert a.shape == b.shape and a.dtype == b.dtype
+        for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+            name = path[-1].key
+            if name == "bias":
+                assert np.all(np.asarray(leaf) == 0.0)
+            if name == "log_std":
+                np.testing.assert_array_equal(leaf, np.full((2,), -0.5, np.float32))
+        for name, k in _kernels(params).items():
+            k = np.asarray(k, np.float64)
+            gram = k.T @ k if k.shape[0] >= k.shape[1] else k @ k.T
+            scale = np.sqrt(np.mean(np.diag(gram)))  # √2, 0.01 or 1.0 by layer
+            assert any(np.isclose(scale, s, rtol=1e-5) for s in (np.sqrt(2.0), 0.01, 1.0)), (name, scale)
+            np.testing.assert_allclose(gram, scale**2 * np.eye(len(gram)), atol=1e-5 * scale**2, err_msg=name)
+    # the two twin critics' equal-shaped kernels come from one batched QR: distinct draws
+    if which == "sac":
+        k = _kernels(ours[1])
+        first, second = k["['params']['MLP_0']['Dense_1']['kernel']"], k["['params']['MLP_1']['Dense_1']['kernel']"]
+        assert abs(np.corrcoef(np.ravel(first), np.ravel(second))[0, 1]) < 0.3  # ≈ 5σ for 256 entries
+
+
+@pytest.mark.parametrize("shape", [(3, 2), (2, 5)])
+def test_init_params_kernels_have_flax_orthogonal_distribution(shape):
+    """Entry by entry, 4000 draws against flax's own orthogonal initializer
+    (two-sample Kolmogorov–Smirnov) — catches a missing sign fix of ``Q``."""
+    from scipy import stats
+
+    class Two(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return networks.dense(shape[1], 1.0)(x) + networks.dense(shape[1], 1.0)(x)
+
+    keys = jax.random.split(jax.random.key(7), 4000)
+    x = jnp.zeros((1, shape[0]))
+    ours = jax.jit(jax.vmap(lambda k: networks.init_params(Two(), k, x)))(keys)
+    ours = np.stack([np.asarray(k) for k in _kernels(ours).values()])  # [2, 4000, *shape]
+    ref = np.asarray(jax.jit(jax.vmap(lambda k: nn.initializers.orthogonal(1.0)(k, shape)))(keys))
+    for layer in ours:
+        for i in range(shape[0]):
+            for j in range(shape[1]):
+                assert stats.ks_2samp(layer[:, i, j], ref[:, i, j]).pvalue > 1e-4, (i, j)
+    assert np.all(np.abs(ours.mean(axis=1)) < 0.05)  # unbiased signs
+    np.testing.assert_array_less(np.abs(ours[0] - ours[1]).max(axis=(1, 2)), np.inf)
+    assert np.min(np.abs(ours[0] - ours[1]).max(axis=(1, 2))) > 1e-3  # the two layers differ

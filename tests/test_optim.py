@@ -28,3 +28,18 @@ def test_raveled_adam_equals_optax_chain_on_the_tree():
         np.testing.assert_allclose(float(norm), float(optax.tree.norm(grads)), rtol=1e-6)
         for a, b in zip(jax.tree.leaves(ours_params), jax.tree.leaves(ref_params), strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+
+
+def test_tree_all_finite_checks_every_element_of_every_leaf():
+    tree = {"a": jnp.zeros((3, 2)), "b": (jnp.ones(4), jnp.float32(2.0)), "n": jnp.arange(3)}
+    check = jax.jit(optim.tree_all_finite)
+    assert bool(check(tree))
+    leaves, treedef = jax.tree.flatten(tree)
+    for i, leaf in enumerate(leaves):
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            continue
+        for j in range(leaf.size):
+            for bad in (jnp.nan, jnp.inf, -jnp.inf):
+                broken = leaves[:i] + [leaf.ravel().at[j].set(bad).reshape(leaf.shape)] + leaves[i + 1 :]
+                assert not bool(check(jax.tree.unflatten(treedef, broken))), (i, j, bad)
+    assert bool(optim.tree_all_finite({}))
