@@ -199,7 +199,8 @@ def init_many(key: jax.Array, *calls: tuple[Any, ...]) -> tuple[Any, ...]:
     """:func:`init_params` of several ``(module, *example)``: one normal draw
     and one QR per kernel shape for all of them."""
     key_init, key_normals = jax.random.split(key)
-    keys = jax.random.split(key_init, len(calls)) if len(calls) > 1 else key_init[None]
+    # one key per module, sliced once (both passes use it: the first is abstract)
+    keys = list(jax.random.split(key_init, len(calls))) if len(calls) > 1 else [key_init]
 
     def each(kernels: _Kernels, init: Any) -> tuple[Any, ...]:
         token = _KERNELS.set(kernels)

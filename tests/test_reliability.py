@@ -307,11 +307,26 @@ def test_two_processes_give_bitwise_equal_results(tmp_path):
     assert records(a) == records(b)
 
 
-def test_no_prng_key_reuse():
+SMALL_SAC = [
+    "env=pendulum",
+    "algo=sac",
+    "seeds=2",
+    "num_envs=2",
+    "total_timesteps=400",
+    "num_evals=1",
+    "eval.episodes=1",
+    "algo.learning_starts=64",
+    "algo.batch_size=16",
+    "algo.hidden_sizes=[8,8]",
+]
+
+
+@pytest.mark.parametrize("small", [SMALL, SMALL_SAC], ids=["ppo", "sac"])
+def test_no_prng_key_reuse(small):
     from jaxrl.config import parse, validate
     from jaxrl.loop import make_batched, make_train, seed_keys
 
-    config = validate(parse([*SMALL, "algo.normalize_obs=true"]))
+    config = validate(parse([*small, "algo.normalize_obs=true"]))
     trainer = make_train(config)
     init_b, chunk_b = make_batched(trainer)
     with jax.debug_key_reuse(True):
