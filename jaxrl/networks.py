@@ -2,7 +2,8 @@
 
 Orthogonal initialization as in the PPO implementation-details literature
 (Huang et al., 2022, "The 37 Implementation Details of PPO"): hidden layers
-gain √2, policy head 0.01, value head 1.0, zero biases.
+gain √2, policy head 0.01, value head 1.0, zero biases; :func:`init_params`
+makes all of a network's orthogonal kernels from one random draw.
 """
 
 from __future__ import annotations
@@ -216,6 +217,8 @@ def init_many(key: jax.Array, *calls: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
+    """``nn.Dense`` ``[..., in] → [..., features]``: orthogonal kernel of gain
+    ``scale`` (:func:`orthogonal`), zero bias, :func:`dense_dot_general` product."""
     return nn.Dense(
         features,
         kernel_init=orthogonal(scale),
