@@ -33,10 +33,11 @@ def test_dense_dot_general_values_and_gradients_equal_lax(lead, out):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
 
 
-def test_dense_dot_general_under_vmap_matches_per_member_gradients():
+@pytest.mark.parametrize("out", [1, 5])
+def test_dense_dot_general_under_vmap_matches_per_member_gradients(out):
     kx, kw = jax.random.split(jax.random.key(1))
     xs = jax.random.normal(kx, (3, 10, 4))  # 3 members × batch 10
-    ws = jax.random.normal(kw, (3, 4, 5))
+    ws = jax.random.normal(kw, (3, 4, out))
 
     def grad_of(fn):
         return jax.grad(lambda x, w: jnp.sum(jnp.sin(fn(x, w, _dims(x)))), argnums=1)
@@ -109,6 +110,36 @@ def test_vmapped_network_has_no_batched_dot_over_a_few_features():
     assert networks.SMALL_CONTRACTION >= 4
     assert dots and not [d for d in dots if d[1] and d[0] <= 4]
     assert [d for d in dots if d[1] and d[0] == 64]  # the 64-wide layers stay batched dots
+
+
+@pytest.mark.parametrize("members", [None, 3])
+def test_one_output_kernel_gradient_is_a_column_sum_not_a_product(members):
+    """A one-output head's ∂W is ``Σ_b x_b g_b``: XLA:CPU runs it as a
+    matrix-vector loop that re-evaluates the cotangent's producers per kernel
+    row, so the backward must contain no product with one output column
+    (the 64-wide ∂x and ∂W products stay)."""
+    head = networks.dense(1, 1.0)
+    x = jax.random.normal(jax.random.key(7), (16, 64))
+    params = head.init(jax.random.key(8), x)
+
+    def grad(p, x):
+        return jax.grad(lambda p: jnp.sum(jnp.exp(head.apply(p, x))))(p)
+
+    if members is not None:
+        params = jax.tree.map(lambda a: jnp.stack([a] * members), params)
+        x = jnp.stack([x] * members)
+        grad = jax.vmap(grad)
+    jaxpr = jax.make_jaxpr(grad)(params, x).jaxpr
+    outs = [eqn.outvars[0].aval.shape for eqn in _eqns(jaxpr) if eqn.primitive.name == "dot_general"]
+    assert outs  # the forward product and ∂x
+    assert not [s for s in outs if s[-2:] == (64, 1)], outs
+
+
+def _eqns(jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in jax.core.jaxprs_in_params(eqn.params):
+            yield from _eqns(sub)
 
 
 def test_switching_the_backward_off_changes_nothing_but_the_program(monkeypatch):
