@@ -24,12 +24,14 @@ lint: $(STAMP)
 train: $(STAMP)
 	$(BIN)/python -m jaxrl.train env=cartpole seeds=16
 
-# Every benchmark of experiments/bench (≈ 40 min on 2 CPU cores); results in
+# Every benchmark of experiments/bench (≈ 50 min on 2 CPU cores); results in
 # experiments/results/*.json and the Markdown table experiments/results/bench.md.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
 	$(BIN)/python experiments/bench_cartpole.py
-	$(BIN)/python experiments/bench/peers.py all
+	$(BIN)/python experiments/bench/peers.py cartpole --runs 3
+	$(BIN)/python experiments/bench/peers.py sac --seeds 1 4 16
+	$(BIN)/python experiments/bench/peers.py brax
 	$(BIN)/python experiments/bench/ceiling.py
 	$(BIN)/python experiments/bench/learner.py
 	$(BIN)/python experiments/bench/scaling.py

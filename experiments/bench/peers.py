@@ -1,6 +1,6 @@
 """Side-by-side benchmarks against peers, in one process, at matched settings.
 
-    python experiments/bench/peers.py cartpole [--seeds 1 16]   # PPO vs rejax (rows of other seed counts in --out are kept)
+    python experiments/bench/peers.py cartpole [--seeds 1 16] [--runs 3]   # PPO vs rejax (rows of other seed counts in --out are kept)
     python experiments/bench/peers.py sac                       # SAC on Pendulum vs rejax
     python experiments/bench/peers.py brax                      # PPO and SAC on brax inverted_pendulum vs brax's trainers
     python experiments/bench/peers.py all
@@ -20,6 +20,10 @@ seeds — the same program the CLI chunks; peers: their own ``train``), except
 brax's trainers, which are Python loops around jitted steps: their time is the
 whole ``train`` call, and their steady rate is measured between two progress
 callbacks. Setting differences we could not remove are listed in each result.
+``--runs N`` runs each compiled rejax-row program N times in all, jaxrl's and
+rejax's alternated, and reports the median run (``run_s_all`` lists them):
+this machine's speed drifts by ±10 % within minutes, and one run per side
+rides on that drift.
 
 Needs the benchmark extra: ``pip install -e '.[bench]'`` (rejax; brax for the
 brax rows).
@@ -81,13 +85,30 @@ REJAX_PPO_CARTPOLE = {
 
 
 def _timed_jit(fn, *args, in_shardings=None, options=None):
+    """``(output, compile s, first run s, rerun)``; ``rerun()`` runs the
+    compiled program once more and returns its seconds."""
     t0 = time.perf_counter()
     jitted = jax.jit(fn) if in_shardings is None else jax.jit(fn, in_shardings=in_shardings)
     compiled = jitted.lower(*args).compile(options)
     compile_s = time.perf_counter() - t0
+
+    def rerun() -> float:
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        return time.perf_counter() - t0
+
     t0 = time.perf_counter()
     out = jax.block_until_ready(compiled(*args))
-    return out, compile_s, time.perf_counter() - t0
+    return out, compile_s, time.perf_counter() - t0, rerun
+
+
+def _runs(result: dict[str, Any], seconds: list[float]) -> dict[str, Any]:
+    """``result`` with its run time the median of ``seconds`` (all its timed runs)."""
+    steps = result["env_steps_per_seed"] * result.pop("_seeds")
+    run_s = float(np.median(seconds))
+    result.pop("_rerun")
+    extra = {"run_s_all": [round(x, 2) for x in seconds]} if len(seconds) > 1 else {}
+    return {**result, "run_s": round(run_s, 2), "env_steps_per_s": round(steps / run_s), **extra}
 
 
 def _jaxrl_program(overrides: list[str], seeds: int) -> tuple[Any, Any, jax.Array]:
@@ -110,7 +131,7 @@ def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str
         mesh = Mesh(np.asarray(devices), ("d",))
         shardings = (NamedSharding(mesh, P("d")), NamedSharding(mesh, P()))
         keys = jax.device_put(keys, shardings[0])
-    (_, metrics), compile_s, run_s = _timed_jit(
+    (_, metrics), compile_s, run_s, rerun = _timed_jit(
         fn, keys, trainer.hparams, in_shardings=shardings, options=compiler_options()
     )
     final = np.asarray(metrics.eval.returns)[:, -1].mean(-1)
@@ -121,6 +142,8 @@ def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str
         "env_steps_per_s": round(steps / run_s),
         "final_return_mean": round(float(final.mean()), 1),
         "env_steps_per_seed": trainer.total_env_steps,
+        "_seeds": seeds,
+        "_rerun": rerun,
     }
 
 
@@ -152,7 +175,7 @@ def make_rejax(algo_name: str, env_name: str, settings: dict[str, Any], total: i
 def rejax_run(algo_name: str, env_name: str, settings: dict[str, Any], seeds: int, total: int) -> dict[str, Any]:
     algo = make_rejax(algo_name, env_name, settings, total, total)
     keys = jax.random.split(jax.random.PRNGKey(0), seeds)
-    (_, evaluation), compile_s, run_s = _timed_jit(jax.vmap(algo.train), keys)
+    (_, evaluation), compile_s, run_s, rerun = _timed_jit(jax.vmap(algo.train), keys)
     returns = np.asarray(evaluation[1])  # [seeds, evals, episodes]
     # the peer's program compiled once more with jaxrl's CPU compile options (not run)
     t0 = time.perf_counter()
@@ -164,15 +187,18 @@ def rejax_run(algo_name: str, env_name: str, settings: dict[str, Any], seeds: in
         "env_steps_per_s": round(total * seeds / run_s),
         "final_return_mean": round(float(returns[:, -1].mean()), 1),
         "env_steps_per_seed": total,
+        "_seeds": seeds,
+        "_rerun": rerun,
     }
 
 
-def _sharded_row(overrides: list[str], seeds: int, peer: dict) -> dict[str, Any]:
+def _sharded_row(overrides: list[str], seeds: int, peer: dict, runs: int) -> dict[str, Any]:
     """jaxrl with the seeds over the CLI's per-core devices (when they divide)."""
     n = len(jax.devices())
     if n < 2 or seeds % n:
         return {}
     ours = jaxrl_run(overrides, seeds, shard=True)
+    ours = _runs(ours, [ours["run_s"]] + [ours["_rerun"]() for _ in range(runs - 1)])
     return {"jaxrl_sharded": ours, "sharded_throughput_ratio": _ratio(ours, peer)["throughput_ratio"]}
 
 
@@ -183,25 +209,32 @@ def _ratio(ours: dict, peer: dict) -> dict[str, float]:
     }
 
 
-def _versus_rejax(which: str, seeds_list: list[int], cold_repeats: int) -> list[dict[str, Any]]:
+def _versus_rejax(which: str, seeds_list: list[int], cold_repeats: int, runs: int) -> list[dict[str, Any]]:
     """One row per seed count: jaxrl (one device, and seeds over cores) vs rejax."""
     benchmark, ours, _, _, differences = SPECS[which]()
     rows = []
     for seeds in seeds_list:
-        row = {"benchmark": benchmark, "seeds": seeds, **_pair(which, seeds)}
+        row = {"benchmark": benchmark, "seeds": seeds, **_pair(which, seeds, runs)}
         if cold_repeats:
             row["cold_compile"] = cold_compiles(which, seeds, cold_repeats)
         if seeds == 1:
-            row["one_thread_pool"] = one_thread_pool(which)
-        rows.append({**row, **_sharded_row(ours, seeds, row["rejax"]), "differences": differences})
+            row["one_thread_pool"] = one_thread_pool(which, runs)
+        rows.append({**row, **_sharded_row(ours, seeds, row["rejax"], runs), "differences": differences})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
-def _pair(which: str, seeds: int) -> dict[str, Any]:
-    """jaxrl's one-device run and rejax's, in this process, and their ratios."""
+def _pair(which: str, seeds: int, runs: int = 1) -> dict[str, Any]:
+    """jaxrl's one-device run and rejax's, in this process, and their ratios;
+    with ``runs`` > 1 each compiled program runs that many times in all,
+    alternated (jaxrl, rejax, rejax, jaxrl, …), and the run times are medians."""
     _, ours, peer, total, _ = SPECS[which]()
     a, b = jaxrl_run(ours, seeds), rejax_run(*peer, seeds, total)
+    times = {"a": [a["run_s"]], "b": [b["run_s"]]}
+    for i in range(runs - 1):
+        for side in "ba" if i % 2 == 0 else "ab":
+            times[side].append((a if side == "a" else b)["_rerun"]())
+    a, b = _runs(a, times["a"]), _runs(b, times["b"])
     return {"jaxrl": a, "rejax": b, **_ratio(a, b)}
 
 
@@ -247,12 +280,13 @@ def cold_compiles(which: str, seeds: int, repeats: int) -> dict[str, Any]:
     }
 
 
-def one_thread_pool(which: str) -> dict[str, Any]:
+def one_thread_pool(which: str, runs: int = 1) -> dict[str, Any]:
     """The one-seed row again, both sides in a fresh process whose XLA:CPU
     client has one thread (``PJRT_NPROC=1``) and one device: what ``python -m
     jaxrl.train`` sets up for a one-seed run with at most 64 envs
     (``jaxrl._platform.cpu_threads_for``)."""
-    return json.loads(_child(which, 1, "--pool-row", env={**os.environ, "PJRT_NPROC": "1"}))
+    flags = ("--pool-row", "--runs", str(runs))
+    return json.loads(_child(which, 1, *flags, env={**os.environ, "PJRT_NPROC": "1"}))
 
 
 def _cartpole_spec() -> tuple:
@@ -456,6 +490,12 @@ def main() -> None:
     parser.add_argument(
         "--cold-repeats", type=int, default=3, help="fresh-process compiles per side and row (0: skip them)"
     )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="timed runs of each compiled program, jaxrl's and rejax's alternated; medians (default 1)",
+    )
     parser.add_argument("--cold-compile", choices=["jaxrl", "rejax"], help=argparse.SUPPRESS)
     parser.add_argument("--pool-row", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -465,7 +505,7 @@ def main() -> None:
         print(cold_compile(args.cold_compile, args.which, args.seeds[0]))
         return
     if args.pool_row:  # one_thread_pool's process
-        print(json.dumps(_pair(args.which, 1)))
+        print(json.dumps(_pair(args.which, 1, args.runs)))
         return
     results = json.load(open(args.out)) if os.path.exists(args.out) else {}
     results["machine"] = {
@@ -476,11 +516,11 @@ def main() -> None:
     }
     if args.which in ("cartpole", "all"):
         results["cartpole_ppo"] = _merge(
-            results.get("cartpole_ppo"), _versus_rejax("cartpole", args.seeds, args.cold_repeats)
+            results.get("cartpole_ppo"), _versus_rejax("cartpole", args.seeds, args.cold_repeats, args.runs)
         )
     if args.which in ("sac", "all"):
         results["pendulum_sac"] = _merge(
-            results.get("pendulum_sac"), _versus_rejax("sac", args.seeds, args.cold_repeats)
+            results.get("pendulum_sac"), _versus_rejax("sac", args.seeds, args.cold_repeats, args.runs)
         )
     if args.which in ("brax", "all"):
         results["brax_inverted_pendulum"] = brax()
