@@ -22,8 +22,8 @@ whole ``train`` call, and their steady rate is measured between two progress
 callbacks. Setting differences we could not remove are listed in each result.
 ``--runs N`` runs each compiled rejax-row program N times in all, jaxrl's and
 rejax's alternated, and reports the median run (``run_s_all`` lists them):
-this machine's speed drifts by ±10 % within minutes, and one run per side
-rides on that drift.
+this machine's speed drifts within minutes (the README's noise note), and one
+run per side rides on that drift.
 
 Needs the benchmark extra: ``pip install -e '.[bench]'`` (rejax; brax for the
 brax rows).
@@ -102,8 +102,9 @@ def _timed_jit(fn, *args, in_shardings=None, options=None):
     return out, compile_s, time.perf_counter() - t0, rerun
 
 
-def _runs(result: dict[str, Any], seconds: list[float]) -> dict[str, Any]:
-    """``result`` with its run time the median of ``seconds`` (all its timed runs)."""
+def _runs(result: dict[str, Any], more: list[float]) -> dict[str, Any]:
+    """``result`` with its run time the median of its first run and ``more``."""
+    seconds = [result.pop("_first_s"), *more]
     steps = result["env_steps_per_seed"] * result.pop("_seeds")
     run_s = float(np.median(seconds))
     result.pop("_rerun")
@@ -142,6 +143,7 @@ def jaxrl_run(overrides: list[str], seeds: int, shard: bool = False) -> dict[str
         "env_steps_per_s": round(steps / run_s),
         "final_return_mean": round(float(final.mean()), 1),
         "env_steps_per_seed": trainer.total_env_steps,
+        "_first_s": run_s,
         "_seeds": seeds,
         "_rerun": rerun,
     }
@@ -187,6 +189,7 @@ def rejax_run(algo_name: str, env_name: str, settings: dict[str, Any], seeds: in
         "env_steps_per_s": round(total * seeds / run_s),
         "final_return_mean": round(float(returns[:, -1].mean()), 1),
         "env_steps_per_seed": total,
+        "_first_s": run_s,
         "_seeds": seeds,
         "_rerun": rerun,
     }
@@ -198,7 +201,7 @@ def _sharded_row(overrides: list[str], seeds: int, peer: dict, runs: int) -> dic
     if n < 2 or seeds % n:
         return {}
     ours = jaxrl_run(overrides, seeds, shard=True)
-    ours = _runs(ours, [ours["run_s"]] + [ours["_rerun"]() for _ in range(runs - 1)])
+    ours = _runs(ours, [ours["_rerun"]() for _ in range(runs - 1)])
     return {"jaxrl_sharded": ours, "sharded_throughput_ratio": _ratio(ours, peer)["throughput_ratio"]}
 
 
@@ -230,7 +233,7 @@ def _pair(which: str, seeds: int, runs: int = 1) -> dict[str, Any]:
     alternated (jaxrl, rejax, rejax, jaxrl, …), and the run times are medians."""
     _, ours, peer, total, _ = SPECS[which]()
     a, b = jaxrl_run(ours, seeds), rejax_run(*peer, seeds, total)
-    times = {"a": [a["run_s"]], "b": [b["run_s"]]}
+    times: dict[str, list[float]] = {"a": [], "b": []}
     for i in range(runs - 1):
         for side in "ba" if i % 2 == 0 else "ab":
             times[side].append((a if side == "a" else b)["_rerun"]())
@@ -499,6 +502,10 @@ def main() -> None:
     parser.add_argument("--cold-compile", choices=["jaxrl", "rejax"], help=argparse.SUPPRESS)
     parser.add_argument("--pool-row", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for flag, value, least in (("--runs", args.runs, 1), ("--cold-repeats", args.cold_repeats, 0)):
+        if value < least:
+            print(f"peers.py: {flag} is {value}, must be ≥ {least}; e.g. {flag} 3", file=sys.stderr)
+            raise SystemExit(2)
     if not args.pool_row:  # the CLI keeps one device when it sets one thread
         _platform.split_cpu_devices()  # the CLI's layout, for the jaxrl_sharded rows (before jax starts)
     if args.cold_compile:  # one measurement of cold_compiles, in its own process
