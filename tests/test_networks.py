@@ -79,16 +79,22 @@ def test_small_products_under_vmap_match_float64_per_member(features, out, axes,
         )
 
 
+def _eqns(jaxpr):
+    """Every equation of ``jaxpr``, those of nested jaxprs included."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in jax.core.jaxprs_in_params(eqn.params):
+            yield from _eqns(sub)
+
+
 def _batched_dots(jaxpr):
     """(contracted size, has batch dims) of every dot_general in ``jaxpr``, nested included."""
     found = []
-    for eqn in jaxpr.eqns:
+    for eqn in _eqns(jaxpr):
         if eqn.primitive.name == "dot_general":
             (contract, _), (batch, _) = eqn.params["dimension_numbers"]
             size = int(np.prod([eqn.invars[0].aval.shape[d] for d in contract]))
             found.append((size, bool(batch)))
-        for sub in jax.core.jaxprs_in_params(eqn.params):
-            found += _batched_dots(sub)
     return found
 
 
@@ -133,13 +139,6 @@ def test_one_output_kernel_gradient_is_a_column_sum_not_a_product(members):
     outs = [eqn.outvars[0].aval.shape for eqn in _eqns(jaxpr) if eqn.primitive.name == "dot_general"]
     assert outs  # the forward product and ∂x
     assert not [s for s in outs if s[-2:] == (64, 1)], outs
-
-
-def _eqns(jaxpr):
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in jax.core.jaxprs_in_params(eqn.params):
-            yield from _eqns(sub)
 
 
 def test_switching_the_backward_off_changes_nothing_but_the_program(monkeypatch):
