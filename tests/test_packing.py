@@ -68,3 +68,67 @@ def test_pack_then_unpack_round_trips_and_groups_by_dtype():
 def test_carry_must_keep_its_dtypes():
     with pytest.raises(TypeError, match="same structure and dtypes"):
         packing.scan(lambda c, _: (c.astype(jnp.float32), None), jnp.int32(0), length=2)
+
+
+def _env_body(carry, x):
+    """Every carried and output leaf has the env axis first (like a rollout step)."""
+    (pos, vel), steps, done = carry
+    vel = jnp.where(done[:, None], 0.0, vel + x[:, None])
+    pos = pos + vel
+    steps = jnp.where(done, 0, steps + 1)
+    done = jnp.abs(pos[:, 0]) > 1.0
+    return ((pos, vel), steps, done), {"pos": pos, "steps": steps, "done": done, "x": x}
+
+
+def _env_init(n=4):
+    return (jnp.zeros((n, 3)), jnp.ones((n, 3)) * 0.1), jnp.zeros((n,), jnp.int32), jnp.zeros((n,), jnp.bool_)
+
+
+def test_pack_keeps_a_first_axis_every_leaf_shares():
+    arrays, spec = packing.pack(_env_init())
+    assert [(a.dtype, a.shape) for a in arrays] == [(jnp.float32, (4, 6)), (jnp.int32, (4, 1)), (jnp.bool_, (4, 1))]
+    _assert_same(packing.unpack(arrays, spec), _env_init())
+    xs = jax.random.normal(jax.random.key(1), (7, 4))
+    want = jax.jit(lambda i, x: jax.lax.scan(_env_body, i, x))(_env_init(), xs)
+    _assert_same(jax.jit(lambda i, x: packing.scan(_env_body, i, x))(_env_init(), xs), want)
+    inits = jax.tree.map(lambda a: jnp.stack([a, a]), _env_init())
+    xs2 = jnp.stack([xs, -xs])
+    want = jax.jit(jax.vmap(lambda i, x: jax.lax.scan(_env_body, i, x)))(inits, xs2)
+    _assert_same(jax.jit(jax.vmap(lambda i, x: packing.scan(_env_body, i, x)))(inits, xs2), want)
+
+
+_SHARDED = """
+import json, re, sys
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+sys.path.insert(0, {tests!r})
+from test_packing import _env_body, _env_init
+from jaxrl import packing
+mesh = Mesh(np.asarray(jax.devices()), ("d",))
+envs, steps = NamedSharding(mesh, P("d")), NamedSharding(mesh, P(None, "d"))
+init, xs = _env_init(8), jax.random.normal(jax.random.key(1), (5, 8))
+fn = jax.jit(lambda i, x: packing.scan(_env_body, i, x), in_shardings=(jax.tree.map(lambda _: envs, init), steps))
+got = fn(init, xs)
+want = jax.lax.scan(_env_body, init, xs)
+same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
+hlo = fn.lower(init, xs).compile().as_text()
+ops = sorted(set(re.findall(r" (all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)[-(]", hlo)))
+print(json.dumps({{"devices": jax.device_count(), "same": same, "collectives": ops}}))
+"""
+
+
+def test_scan_over_an_env_axis_sharded_over_devices_runs_without_collectives():
+    """parallel=data shards the env axis: the packed loop must keep it sharded
+    (a fully flattened carry straddled the shards, and XLA gathered it onto every
+    device at every step — 8× slower data-parallel training)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    script = _SHARDED.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"devices": 2, "same": True, "collectives": []}
