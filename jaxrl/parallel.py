@@ -8,11 +8,14 @@
   cross-member operation; XLA inserts its collectives.
 * ``parallel=data``: ONE run's envs (``num_envs``, the total) are split over
   the devices; parameters and optimizer state are replicated. The program is
-  the one-device program with all envs, partitioned by XLA (GSPMD): gradient
-  and normalizer-statistic reductions over the env axis become all-reduces
-  across devices — the data-parallel ``pmean`` — and minibatches are drawn
-  from the whole batch as on one device. Only reduction order differs from a
-  one-device run with the same total ``num_envs``.
+  the one-device program with all envs, partitioned by XLA (GSPMD): each
+  device steps its own envs (no collective inside the rollout loop), and
+  normalizer-statistic reductions over the env axis become all-reduces.
+  Minibatches are drawn from the whole batch as on one device, which XLA
+  implements by gathering the batch onto every device once per update and
+  running the learner replicated: the rollout scales with the devices, the
+  learner does not. Only reduction order differs from a one-device run with
+  the same total ``num_envs``.
 * Multi-host: :func:`start_distributed` calls :func:`jax.distributed.initialize`
   (explicit coordinator, or cluster auto-detection); the mesh then spans every
   process's devices. Only process 0 writes logs, summaries and plots; orbax
