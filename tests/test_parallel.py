@@ -256,5 +256,37 @@ def test_a_killed_process_stops_the_other(tmp_path):
     assert waited < 90
 
 
+_SHARDED_SCAN = """
+import json, re
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jaxrl import packing
+from tests.test_packing import _env_body, _env_init
+mesh = Mesh(np.asarray(jax.devices()), ("d",))
+envs, steps = NamedSharding(mesh, P("d")), NamedSharding(mesh, P(None, "d"))
+init, xs = _env_init(8), jax.random.normal(jax.random.key(1), (5, 8))
+fn = jax.jit(lambda i, x: packing.scan(_env_body, i, x), in_shardings=(jax.tree.map(lambda _: envs, init), steps))
+got = fn(init, xs)
+want = jax.lax.scan(_env_body, init, xs)
+same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
+hlo = fn.lower(init, xs).compile().as_text()
+ops = sorted(set(re.findall(r" (all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)[-(]", hlo)))
+print(json.dumps({"devices": jax.device_count(), "same": same, "collectives": ops}))
+"""
+
+
+def test_scan_over_an_env_axis_sharded_over_devices_runs_without_collectives():
+    """parallel=data shards the env axis: the packed loop must keep it sharded
+    (a fully flattened carry straddled the shards, and XLA gathered it onto every
+    device at every step — 8× slower data-parallel training). The loop is
+    jaxrl.packing.scan over tests/test_packing.py's env-like body."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _SHARDED_SCAN], capture_output=True, text=True, env=_env(2), timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"devices": 2, "same": True, "collectives": []}
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
