@@ -373,20 +373,25 @@ def learn(
     def epoch(carry, _):
         params, opt_state, lr, key, sums = carry
         key, key_perm = jax.random.split(key)
-        perm = shuffle.permutation(key_perm, size)
-        shuffled = jax.tree.map(lambda x: jnp.take(x, perm, axis=0).reshape((n_mb, size // n_mb) + x.shape[1:]), batch)
+        rows = shuffle.permutation(key_perm, size).reshape(n_mb, size // n_mb)  # [n_mb, mb]
+        adv = jnp.take(batch.advantage, rows, axis=0)
         if algo.normalize_advantages:  # per minibatch, for all of them in one pass
-            adv = shuffled.advantage
             mean = adv.mean(axis=1, keepdims=True)
             std = jnp.sqrt(jnp.mean(jnp.square(adv - mean), axis=1, keepdims=True))
-            shuffled = shuffled._replace(advantage=(adv - mean) / (std + 1e-8))
+            adv = (adv - mean) / (std + 1e-8)
 
-        def minibatch(carry, mb):
+        def minibatch(carry, xs):
             params, opt_state, lr, sums = carry
+            mb_rows, mb_adv = xs
+            # The minibatch's rows are gathered here, inside its step, where XLA
+            # fuses each gather into its first consumers, rather than as a
+            # shuffled copy of every batch leaf per epoch.
+            mb = jax.tree.map(lambda x: jnp.take(x, mb_rows, axis=0), batch._replace(advantage=None))
+            mb = mb._replace(advantage=mb_adv)
             out = sgd_step(params, opt_state, lr, mb, hp, network, algo, advantages_normalized=True)
             return (out.params, out.opt_state, out.lr, sums + jnp.stack([*out.metrics, out.grad_norm])), None
 
-        (params, opt_state, lr, sums), _ = jax.lax.scan(minibatch, (params, opt_state, lr, sums), shuffled)
+        (params, opt_state, lr, sums), _ = jax.lax.scan(minibatch, (params, opt_state, lr, sums), (rows, adv))
         return (params, opt_state, lr, key, sums), None
 
     # The key rides in the carry (not as scanned-over xs) so jax.debug_key_reuse

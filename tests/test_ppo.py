@@ -103,6 +103,50 @@ def test_sgd_step_clips_global_norm_and_applies_lr():
     assert float(out.lr) == pytest.approx(1e-3)
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_learn_equals_a_plain_loop_over_shuffled_minibatches(normalize):
+    """``learn`` against a Python loop: per epoch the key split and the
+    permutation, each minibatch's rows gathered with NumPy, its advantages
+    normalized over those rows, then one ``sgd_step`` — same rows, same order."""
+    from jaxrl import shuffle
+
+    net, n, n_mb, epochs = _tiny_network(), 24, 3, 2
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))
+    ks = jax.random.split(jax.random.PRNGKey(5), 4)
+    batch = ppo.Batch(
+        obs=jax.random.normal(ks[0], (n, 4)),
+        action=jax.random.randint(ks[1], (n,), 0, 3),
+        log_prob=jnp.full((n,), -1.1),
+        value=jax.random.normal(ks[2], (n,)),
+        advantage=jax.random.normal(ks[3], (n,)) * 3.0 + 1.0,
+        target=jnp.linspace(-1.0, 2.0, n),
+    )
+    algo = PPOConfig(update_epochs=epochs, num_minibatches=n_mb, lr_schedule="constant", normalize_advantages=normalize)
+    hp, lr, key = hparams(), jnp.float32(3e-3), jax.random.key(11)
+    opt = ppo.init_optimizer(params)
+    out = jax.jit(lambda p, o, b, k: ppo.learn(p, o, lr, b, k, hp, net, algo))(params, opt, batch, key)
+
+    step = jax.jit(lambda p, o, mb: ppo.sgd_step(p, o, lr, mb, hp, net, algo, advantages_normalized=True))
+    host = jax.tree.map(np.asarray, batch)
+    p, o, sums = params, opt, []
+    for _ in range(epochs):
+        key, key_perm = jax.random.split(key)
+        perm = np.asarray(shuffle.permutation(key_perm, n))
+        for rows in perm.reshape(n_mb, n // n_mb):
+            mb = jax.tree.map(lambda x: x[rows], host)  # noqa: B023
+            adv = mb.advantage
+            if normalize:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            r = step(p, o, mb._replace(advantage=adv))
+            p, o = r.params, r.opt_state
+            sums.append([*map(float, r.metrics), float(r.grad_norm)])
+    for a, b in zip(jax.tree.leaves(out.params), jax.tree.leaves(p), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    means = np.mean(sums, axis=0)
+    np.testing.assert_allclose([*map(float, out.metrics), float(out.grad_norm)], means, rtol=1e-4, atol=1e-6)
+    assert not np.allclose(np.asarray(jax.tree.leaves(out.params)[0]), np.asarray(jax.tree.leaves(params)[0]))
+
+
 @pytest.mark.parametrize(
     "kl, lr, expected",
     [
