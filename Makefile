@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python experiments/bench/gae.py
 	$(BIN)/python experiments/bench/time_to_solve.py
 	$(BIN)/python experiments/bench/devices.py
+	$(BIN)/python experiments/bench/donation.py
 	$(BIN)/python experiments/bench/table.py
 
 clean:
