@@ -383,9 +383,10 @@ def learn(
         def minibatch(carry, xs):
             params, opt_state, lr, sums = carry
             mb_rows, mb_adv = xs
-            # The minibatch's rows are gathered here, inside its step, where XLA
-            # fuses each gather into its first consumers, rather than as a
-            # shuffled copy of every batch leaf per epoch.
+            # The minibatch's rows are gathered here, inside its step, rather
+            # than as a shuffled copy of every batch leaf per epoch: the same
+            # values, and the one-seed program ran 4–6 % faster (README, round
+            # of the in-loop gather).
             mb = jax.tree.map(lambda x: jnp.take(x, mb_rows, axis=0), batch._replace(advantage=None))
             mb = mb._replace(advantage=mb_adv)
             out = sgd_step(params, opt_state, lr, mb, hp, network, algo, advantages_normalized=True)
