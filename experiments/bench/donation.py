@@ -24,7 +24,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import numpy as np
@@ -117,10 +117,18 @@ def measure(overrides: list[str], runs: int) -> dict[str, Any]:
     }
 
 
+def _refuse(message: str) -> NoReturn:
+    print(f"donation.py: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=7, help="timed chunk calls per program, alternated; medians")
+    parser.error = lambda message: _refuse(f"{message}; see --help")  # one line, exit 2, no usage block
     args = parser.parse_args()
+    if args.runs < 1:
+        _refuse(f"--runs is {args.runs}, must be ≥ 1; e.g. --runs 7")
     results = {}
     for name, overrides in BENCHMARKS.items():
         r = measure(overrides, args.runs)
