@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import ppo
+from jaxrl import ppo, shuffle
 from jaxrl.config import PPOConfig
 
 
@@ -108,8 +108,6 @@ def test_learn_equals_a_plain_loop_over_shuffled_minibatches(normalize):
     """``learn`` against a Python loop: per epoch the key split and the
     permutation, each minibatch's rows gathered with NumPy, its advantages
     normalized over those rows, then one ``sgd_step`` — same rows, same order."""
-    from jaxrl import shuffle
-
     net, n, n_mb, epochs = _tiny_network(), 24, 3, 2
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))
     ks = jax.random.split(jax.random.PRNGKey(5), 4)
