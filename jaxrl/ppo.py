@@ -385,8 +385,8 @@ def learn(
             mb_rows, mb_adv = xs
             # The minibatch's rows are gathered here, inside its step, rather
             # than as a shuffled copy of every batch leaf per epoch: the same
-            # values, and the one-seed program ran 4–6 % faster (README, round
-            # of the in-loop gather).
+            # values, and the one-seed program ran 4–6 % faster
+            # (experiments/PERFORMANCE_LOG.md, round 10).
             mb = jax.tree.map(lambda x: jnp.take(x, mb_rows, axis=0), batch._replace(advantage=None))
             mb = mb._replace(advantage=mb_adv)
             out = sgd_step(params, opt_state, lr, mb, hp, network, algo, advantages_normalized=True)
