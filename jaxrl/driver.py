@@ -597,13 +597,16 @@ def _chunk_progress(updates: Any, update: int) -> Any:
 
 
 def _profile(job: Job, trainer: Any, carry: Any, log: Callable[[str], None]) -> dict[str, Any]:
-    """profile=true: the per-update time breakdown (written to profile.json and
-    printed); the first chunk is traced into ``RUN_DIR/profile``."""
+    """profile=true: the per-update time breakdown and its kernel summary
+    (written to profile.json and printed; a few calls of the update are traced
+    into ``RUN_DIR/profile/update``); the first chunk is traced into
+    ``RUN_DIR/profile``."""
     from jaxrl.profile import breakdown, format_breakdown
 
     log("profile: timing the parts of one update as separate programs …")
-    result = breakdown(trainer, carry.states, carry.hparams)
-    result["trace_dir"] = os.path.join(job.run_dir, "profile")
+    trace_dir = os.path.join(job.run_dir, "profile")
+    result = breakdown(trainer, carry.states, carry.hparams, kernel_trace_dir=os.path.join(trace_dir, "update"))
+    result["trace_dir"] = trace_dir
     from jaxrl.parallel import is_primary
 
     if is_primary():

@@ -16,10 +16,26 @@ learner is the full update minus the last prefix. The probes are timed
 round-robin (one call of each per round, median over rounds), so drift in the
 machine's speed shifts them alike. A rollout-bound run spends
 most of its time before the learner, a learner-bound one after it.
+
+Below the phases, :func:`kernel_summary` reads a ``jax.profiler`` trace of a
+few calls of the full update: how many kernels (XLA thunks) one update runs
+and their mean time, what share of the update's wall time some kernel is
+running, how many XLA threads run kernels at once on average, and the time by
+kind of kernel (matrix products, fused elementwise loops, transposes and
+copies, reductions). A program of many small kernels that run one at a time
+is bound by dispatch and by one core's speed, however many cores the machine
+has; more members or envs per program (or seeds over cores) is then the lever,
+not a faster learner.
 """
 
 from __future__ import annotations
 
+import collections
+import glob
+import gzip
+import json
+import os
+import re
 import statistics
 import time
 from typing import Any
@@ -29,7 +45,14 @@ import jax
 from jaxrl._platform import compiler_options
 from jaxrl.envs.core import random_steps
 
-__all__ = ["breakdown", "format_breakdown", "median_seconds", "round_robin_seconds"]
+__all__ = [
+    "breakdown",
+    "format_breakdown",
+    "kernel_summary",
+    "median_seconds",
+    "round_robin_seconds",
+    "summarize_trace",
+]
 
 
 def median_seconds(fn: Any, *args: Any, repeats: int = 5) -> float:
@@ -61,28 +84,211 @@ def round_robin_seconds(calls: list[tuple[Any, tuple]], repeats: int = 5) -> lis
     return [statistics.median(t) for t in times]
 
 
-def _time_interleaved(calls: list[tuple[Any, tuple]], repeats: int) -> list[tuple[float, float]]:
+def _time_interleaved(calls: list[tuple[Any, tuple]], repeats: int) -> tuple[list[tuple[float, float]], list[Any]]:
     """(compile seconds, median seconds per call) of each ``jax.jit(fn)(*args)``,
-    compiled first, then timed by :func:`round_robin_seconds`."""
+    compiled first, then timed by :func:`round_robin_seconds`; and the compiled
+    functions."""
     compiled, compile_s = [], []
     for fn, args in calls:
         t0 = time.perf_counter()
         compiled.append((jax.jit(fn).lower(*args).compile(compiler_options()), args))
         compile_s.append(time.perf_counter() - t0)
-    return list(zip(compile_s, round_robin_seconds(compiled, repeats), strict=True))
+    timed = list(zip(compile_s, round_robin_seconds(compiled, repeats), strict=True))
+    return timed, [fn for fn, _ in compiled]
 
 
-def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict[str, Any]:
+# A kernel's trace event is named after its HLO instruction (letters, digits,
+# "_", ".", "-"); the runtime's own events ("ThunkExecutor::Execute", "end: …",
+# "[0] CommonPjRtLoadedExecutable::Execute …") are not. Thunks that only run
+# others (their time is their nested kernels') are left out too.
+_HLO_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+_CONTAINERS = ("while", "conditional", "call")
+_CALL = "jaxrl.profile.update"  # the trace annotation around each traced call
+
+ONE_AT_A_TIME = 1.25  # mean kernels running at once below which format_kernels says so
+KERNEL_KINDS = ("matrix products", "fused elementwise loops", "transposes and copies", "reductions", "other kernels")
+
+
+def kernel_kind(name: str) -> str:
+    """One of :data:`KERNEL_KINDS` for an XLA kernel (thunk) named ``name``
+    (the HLO instruction's name, e.g. ``dot.12``, ``copy_bitcast_fusion.3``,
+    ``multiply_add_fusion``)."""
+    n = name.lower()
+    if "dot" in n or "convolution" in n or "gemm" in n or "matmul" in n:
+        return "matrix products"
+    if n.startswith("copy") or "transpose" in n:
+        return "transposes and copies"
+    if "reduce" in n:
+        return "reductions"
+    if "fusion" in n or n.startswith("wrapped_"):
+        return "fused elementwise loops"
+    return "other kernels"
+
+
+def _covered(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
+    """Kernel statistics of a Chrome-format trace (``traceEvents``) of ``calls``
+    calls of one program.
+
+    Kernels are the complete (``"X"``) events named like an HLO instruction
+    on XLA's threads (thread names containing ``XLA``) or in a device's process
+    (``/device:…``), less the loop/call thunks that only run nested kernels. The update's wall time is that of the ``jaxrl.profile.update``
+    annotations around the calls when present, else the kernels' covered time.
+
+    Returns:
+      ``{"calls", "kernels_per_call", "mean_kernel_us", "wall_ms_per_call",
+      "kernel_ms_per_call", "covered_share", "concurrency", "threads",
+      "kinds": [{"kind", "ms_per_call", "share", "kernels_per_call"}],
+      "top": [{"kernel", "kind", "us_per_call", "runs_per_call"}]}``;
+      ``concurrency`` is the kernels' summed time over their covered time (the
+      mean number running at once), ``covered_share`` the covered time over
+      the wall time.
+    """
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {
+        (e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
+    windows: list[tuple[float, float]] = []
+    intervals: list[tuple[float, float]] = []
+    on_thread: collections.Counter = collections.Counter()
+    time_by_name: dict[str, float] = collections.defaultdict(float)
+    runs_by_name: collections.Counter = collections.Counter()
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        name, start, dur = e.get("name", ""), float(e["ts"]), float(e.get("dur", 0.0))
+        if name == _CALL:
+            windows.append((start, start + dur))
+            continue
+        where = (e.get("pid"), e.get("tid"))
+        on_kernel_thread = "XLA" in threads.get(where, "") or processes.get(e.get("pid"), "").startswith("/device:")
+        if not on_kernel_thread or not _HLO_NAME.fullmatch(name) or name.startswith(_CONTAINERS):
+            continue
+        intervals.append((start, start + dur))
+        on_thread[where] += 1
+        time_by_name[name] += dur
+        runs_by_name[name] += 1
+    busy = sum(b - a for a, b in intervals)
+    covered = _covered(intervals)
+    wall = sum(b - a for a, b in windows) if windows else covered
+    by_kind: dict[str, list[float]] = {kind: [0.0, 0.0] for kind in KERNEL_KINDS}
+    for name, t in time_by_name.items():
+        by_kind[kernel_kind(name)][0] += t
+        by_kind[kernel_kind(name)][1] += runs_by_name[name]
+    kinds = [
+        {
+            "kind": kind,
+            "ms_per_call": t / calls / 1e3,
+            "share": t / busy if busy else 0.0,
+            "kernels_per_call": n / calls,
+        }
+        for kind, (t, n) in sorted(by_kind.items(), key=lambda kv: -kv[1][0])
+        if n
+    ]
+    top = [
+        {
+            "kernel": name,
+            "kind": kernel_kind(name),
+            "us_per_call": t / calls,
+            "runs_per_call": runs_by_name[name] / calls,
+        }
+        for name, t in sorted(time_by_name.items(), key=lambda kv: -kv[1])[:10]
+    ]
+    return {
+        "calls": calls,
+        "kernels_per_call": len(intervals) / calls,
+        "mean_kernel_us": busy / len(intervals) if intervals else 0.0,
+        "wall_ms_per_call": wall / calls / 1e3,
+        "kernel_ms_per_call": busy / calls / 1e3,
+        "covered_share": min(1.0, covered / wall) if wall else 0.0,
+        "concurrency": busy / covered if covered else 0.0,
+        "threads": len(on_thread),
+        "kinds": kinds,
+        "top": top,
+    }
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def kernel_summary(fn: Any, args: tuple, trace_dir: str, calls: int = 3) -> dict[str, Any]:
+    """Trace ``calls`` calls of the compiled ``fn(*args)`` (each waited for,
+    inside a ``jaxrl.profile.update`` annotation) into ``trace_dir`` with
+    ``jax.profiler`` and summarize its kernels (:func:`summarize_trace`), plus
+    ``"cores"`` (this process's CPU cores) and ``"trace_dir"``. If the trace
+    cannot be taken or read, returns ``{"unavailable": reason, "trace_dir"}``."""
+    pattern = os.path.join(trace_dir, "**", "perfetto_trace.json.gz")
+    try:
+        jax.block_until_ready(fn(*args))
+        before = set(glob.glob(pattern, recursive=True))
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            for _ in range(calls):
+                with jax.profiler.TraceAnnotation(_CALL):
+                    jax.block_until_ready(fn(*args))
+        written = sorted(set(glob.glob(pattern, recursive=True)) - before, key=os.path.getmtime)
+        if not written:
+            return {"unavailable": "jax.profiler wrote no perfetto_trace.json.gz", "trace_dir": trace_dir}
+        with gzip.open(written[-1], "rt") as f:
+            trace = json.load(f)
+    except Exception as error:  # a profiler already running, an unreadable trace: the run goes on
+        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        return {"unavailable": reason, "trace_dir": trace_dir}
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return {**summarize_trace(events, calls), "cores": _cores(), "trace_dir": trace_dir}
+
+
+def format_kernels(kernels: dict[str, Any]) -> str:
+    """:func:`kernel_summary`'s result as a few indented lines."""
+    if "unavailable" in kernels:
+        return f"  kernels: no trace summary ({kernels['unavailable']})"
+    kinds = " · ".join(f"{k['kind']} {k['share'] * 100:.0f}%" for k in kernels["kinds"])
+    lines = [
+        f"  kernels ({kernels['calls']} traced calls of the full update, in {kernels['trace_dir']}):",
+        f"    {kernels['kernels_per_call']:,.0f} per update, {kernels['mean_kernel_us']:.1f} µs each on average "
+        f"(traced: the small ones run slower than untraced); some kernel is running "
+        f"{kernels['covered_share'] * 100:.0f}% of the update's wall time, {kernels['concurrency']:.2f} at once "
+        f"on average ({kernels['threads']} XLA threads, {kernels['cores']} cores)",
+        f"    time by kind: {kinds}",
+    ]
+    if kernels["cores"] > 1 and kernels["concurrency"] < ONE_AT_A_TIME:
+        lines.append(
+            f"    one kernel at a time: the update uses one of the {kernels['cores']} cores; more members or envs "
+            "per program, or several seeds over cores (the CLI's default), put the others to work"
+        )
+    return "\n".join(lines)
+
+
+def breakdown(
+    trainer: Any, states: Any, hparams: Any, repeats: int = 5, kernel_trace_dir: str | None = None
+) -> dict[str, Any]:
     """Time the phases of one update over every member of ``states``.
 
     Args:
       trainer: the run's :class:`jaxrl.loop.Trainer`.
       states: TrainState with leaves ``[M, ...]``.
       hparams: hyperparameters with leaves ``[M]``.
+      repeats: timed rounds (medians over them).
+      kernel_trace_dir: where to write a ``jax.profiler`` trace of a few calls of
+        the full update, summarized into ``"kernels"`` (:func:`kernel_summary`);
+        ``None`` skips it.
 
     Returns:
       ``{"members", "env_steps_per_update", "phases": [{"phase", "ms", "share",
-      "env_steps_per_s"}], "full_update_ms", ...}``; shares are of the full update.
+      "env_steps_per_s"}], "full_update_ms", "kernels", ...}``; shares are of
+      the full update.
     """
     agent, env = trainer.agent, trainer.env
     steps = trainer.config.algo.num_steps
@@ -98,7 +304,7 @@ def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict
     probes.append(("full update", jax.vmap(lambda s, hp: trainer.update(s, hp))))
 
     calls = [(fn, (states,) if label.startswith("env only") else (states, hparams)) for label, fn in probes]
-    timed = _time_interleaved(calls, repeats)
+    timed, compiled = _time_interleaved(calls, repeats)
     measured = [(label, c, seconds) for (label, _), (c, seconds) in zip(probes, timed, strict=True)]
     full = measured[-1][2]
     env_steps = trainer.steps_per_update * members
@@ -144,6 +350,7 @@ def breakdown(trainer: Any, states: Any, hparams: Any, repeats: int = 5) -> dict
         "bound": "learner-bound" if learner_share >= 0.5 else "rollout-bound",
         "compile_s": {label: round(c, 2) for label, c, _ in measured},
         "repeats": repeats,
+        "kernels": None if kernel_trace_dir is None else kernel_summary(compiled[-1], calls[-1][1], kernel_trace_dir),
     }
 
 
@@ -160,4 +367,6 @@ def format_breakdown(result: dict[str, Any]) -> str:
         lines.append(f"  {row['phase']:<62} {row['ms']:9.2f} {share:>7}")
     lines.append("  (env only is the ceiling of the environment alone, not a part of the update; parts are")
     lines.append("   timed as separate programs, so they add up to the fused update only approximately)")
+    if result.get("kernels"):
+        lines.append(format_kernels(result["kernels"]))
     return "\n".join(lines)

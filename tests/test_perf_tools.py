@@ -5,9 +5,12 @@ import os
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from jaxrl import _platform, train
+from jaxrl import _platform, profile, train
 from tests.configs import CARTPOLE_TINY
 
 SMALL = ["env=cartpole", "seeds=2", *CARTPOLE_TINY, "plots=false"]
@@ -26,9 +29,113 @@ def test_profile_breakdown_and_trace(tmp_path, capsys):
     assert result["bound"] in ("learner-bound", "rollout-bound")
     traces = [f for _, _, files in os.walk(run_dir / "profile") for f in files if f.endswith(".xplane.pb")]
     assert traces, "no jax.profiler trace written"
+    kernels = result["kernels"]
+    assert "unavailable" not in kernels, kernels
+    assert kernels["trace_dir"] == str(run_dir / "profile" / "update")
+    perfetto = [f for _, _, files in os.walk(run_dir / "profile" / "update") for f in files if f.startswith("perfetto")]
+    assert perfetto, "no trace of the update's calls written"
+    # an update of this program runs hundreds of kernels, among them its matrix products
+    assert kernels["calls"] == 3 and kernels["kernels_per_call"] > 100
+    assert 1 <= kernels["threads"] and 1.0 - 1e-9 <= kernels["concurrency"] <= kernels["threads"] + 1e-9
+    assert 0.0 < kernels["covered_share"] <= 1.0 and 0.0 < kernels["wall_ms_per_call"]
+    assert {k["kind"] for k in kernels["kinds"]} <= set(profile.KERNEL_KINDS)
+    assert "matrix products" in {k["kind"] for k in kernels["kinds"]}
+    assert abs(sum(k["share"] for k in kernels["kinds"]) - 1.0) < 1e-9
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["profile"]["members"] == 2
-    assert "learner" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "learner" in err and "per update" in err and "matrix products" in err
+
+
+def _x(pid, tid, name, ts, dur):
+    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur}
+
+
+def _thread(pid, tid, name):
+    return {"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": name}}
+
+
+def test_summarize_trace_by_hand():
+    """Two XLA threads over two annotated calls; bookkeeping, loop thunks and
+    Python's events are not kernels. Worked out by hand: kernels [0, 10] and
+    [5, 15] overlap by 5, so 35 µs of kernel time cover 30 µs of the 50 µs wall."""
+    events = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        _thread(1, 10, "tf_XLAEigen/1"),
+        _thread(1, 11, "tf_XLAEigen/2"),
+        _thread(1, 12, "python"),
+        _x(1, 12, "jaxrl.profile.update", 0, 30),
+        _x(1, 12, "jaxrl.profile.update", 30, 20),
+        _x(1, 12, "$python_function", 0, 50),
+        _x(1, 10, "ThunkExecutor::Execute", 0, 30),
+        _x(1, 10, "ThreadpoolListener::Record", 0, 1),
+        _x(1, 10, "[0] CommonPjRtLoadedExecutable::Execute (jit__lambda)", 0, 30),
+        _x(1, 11, "while.4", 0, 30),
+        _x(1, 10, "dot.1", 0, 10),
+        _x(1, 11, "multiply_add_fusion.2", 5, 10),
+        _x(1, 11, "end: multiply_add_fusion.2", 15, 0),
+        _x(1, 10, "copy_bitcast_fusion.3", 20, 5),
+        _x(1, 10, "wrapped_reduce-window.5", 30, 10),
+    ]
+    out = profile.summarize_trace(events, calls=2)
+    assert out["kernels_per_call"] == 2 and out["mean_kernel_us"] == 35 / 4 and out["threads"] == 2
+    assert out["wall_ms_per_call"] == 50 / 2 / 1e3 and out["kernel_ms_per_call"] == 35 / 2 / 1e3
+    assert out["covered_share"] == 30 / 50 and out["concurrency"] == 35 / 30
+    shares = {k["kind"]: k["share"] for k in out["kinds"]}
+    assert shares == {
+        "matrix products": 10 / 35,
+        "fused elementwise loops": 10 / 35,
+        "reductions": 10 / 35,
+        "transposes and copies": 5 / 35,
+    }
+    assert out["top"][0]["us_per_call"] == 5.0 and out["top"][-1]["kernel"] == "copy_bitcast_fusion.3"
+    # without annotations the wall time is the kernels' covered time; a device's streams count as kernel threads
+    gpu = [
+        {"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+        _thread(2, 1, "stream 7"),
+        _x(2, 1, "loop_add_fusion", 0, 4),
+        _x(2, 1, "sm90_xmma_gemm_f32", 4, 6),
+    ]
+    out = profile.summarize_trace(gpu, calls=1)
+    assert out["covered_share"] == 1.0 and out["concurrency"] == 1.0 and out["wall_ms_per_call"] == 10 / 1e3
+    assert [k["kind"] for k in out["kinds"]] == ["matrix products", "fused elementwise loops"]
+    text = profile.format_kernels({**out, "cores": 2, "trace_dir": "t"})
+    assert "one kernel at a time" in text and "matrix products 60%" in text
+    assert "one kernel at a time" not in profile.format_kernels(
+        {**out, "cores": 2, "trace_dir": "t", "concurrency": 1.8}
+    )
+
+
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("dot.325", "matrix products"),
+        ("bitcast_dot_fusion.9", "matrix products"),
+        ("copy.308", "transposes and copies"),
+        ("transpose.3", "transposes and copies"),
+        ("wrapped_reduce.2", "reductions"),
+        ("maximum_bitcast_fusion.5", "fused elementwise loops"),
+        ("wrapped_tanh", "fused elementwise loops"),
+        ("concatenate.1", "other kernels"),
+    ],
+)
+def test_kernel_kind(name, kind):
+    assert profile.kernel_kind(name) == kind
+
+
+def test_kernel_summary_when_a_trace_is_already_running(tmp_path):
+    """A profiler the user already runs: the summary says so instead of failing the run."""
+    fn = jax.jit(lambda x: x @ x)
+    x = jnp.ones((8, 8))
+    jax.profiler.start_trace(str(tmp_path / "theirs"))
+    try:
+        out = profile.kernel_summary(fn, (x,), str(tmp_path / "ours"))
+    finally:
+        jax.profiler.stop_trace()
+    assert set(out) == {"unavailable", "trace_dir"} and out["unavailable"]
+    assert "no trace summary" in profile.format_kernels(out)
+    out = profile.kernel_summary(fn, (x,), str(tmp_path / "ours"))
+    assert out["kernels_per_call"] >= 1 and out["kinds"][0]["kind"] == "matrix products"
 
 
 def test_profiling_does_not_change_the_numbers(tmp_path):
