@@ -111,10 +111,12 @@ KERNEL_KINDS = ("matrix products", "fused elementwise loops", "transposes and co
 
 def kernel_kind(name: str) -> str:
     """One of :data:`KERNEL_KINDS` for an XLA kernel (thunk) named ``name``
-    (the HLO instruction's name, e.g. ``dot.12``, ``copy_bitcast_fusion.3``,
-    ``multiply_add_fusion``)."""
+    (the HLO instruction's name, e.g. ``dot.12``, ``ynn_fusion.2``,
+    ``copy_bitcast_fusion.3``, ``multiply_add_fusion``)."""
     n = name.lower()
-    if "dot" in n or "convolution" in n or "gemm" in n or "matmul" in n:
+    products = ("dot", "convolution", "gemm", "matmul", "cublas")
+    # newer XLA:CPU runs products as YNNPACK/XNNPACK fusions ("ynn_fusion.3")
+    if any(p in n for p in products) or n.startswith(("ynn", "xnn")):
         return "matrix products"
     if n.startswith("copy") or "transpose" in n:
         return "transposes and copies"

@@ -3,6 +3,7 @@
 
 import flax.linen as nn
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -79,11 +80,15 @@ def test_small_products_under_vmap_match_float64_per_member(features, out, axes,
         )
 
 
+# jax ≥ 0.10 moved it to jax.extend.core (and 0.11 removed the old name)
+_jaxprs_in_params = getattr(jax.extend.core, "jaxprs_in_params", None) or jax.core.jaxprs_in_params
+
+
 def _eqns(jaxpr):
     """Every equation of ``jaxpr``, those of nested jaxprs included."""
     for eqn in jaxpr.eqns:
         yield eqn
-        for sub in jax.core.jaxprs_in_params(eqn.params):
+        for sub in _jaxprs_in_params(eqn.params):
             yield from _eqns(sub)
 
 
