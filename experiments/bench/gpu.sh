@@ -21,7 +21,6 @@ cd "$(dirname "$0")/../.."
 OUT=experiments/results/gpu
 SMOKE=${JAXRL_GPU_SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then OUT=experiments/results/gpu-smoke; fi
-mkdir -p "$OUT"
 if [ -n "${JAXRL_GPU_PYTHON:-}" ]; then
   P=$JAXRL_GPU_PYTHON
   if [ -n "${JAXRL_WHEELS:-}" ]; then
@@ -35,7 +34,8 @@ else
   P=.venv-gpu/bin/python
 fi
 export JAXRL_COMPILE_CACHE=off
-JAXRL_GPU_SMOKE=$SMOKE "$P" - <<'PY' > "$OUT/device.json" || { cat "$OUT/device.json"; exit 2; }
+INFO=$(mktemp)
+JAXRL_GPU_SMOKE=$SMOKE "$P" - <<'PY' > "$INFO" || { cat "$INFO"; rm -f "$INFO"; exit 2; }
 import importlib.metadata as md, json, os, sys
 import jax
 versions = {}
@@ -57,7 +57,7 @@ if jax.default_backend() != "gpu" and os.environ["JAXRL_GPU_SMOKE"] != "1":
           "Use a Python whose jax has GPU support, or JAXRL_GPU_SMOKE=1 to check the script", file=sys.stderr)
     sys.exit(2)
 PY
-cat "$OUT/device.json"
+mkdir -p "$OUT" && mv "$INFO" "$OUT/device.json" && cat "$OUT/device.json"
 step() { local limit=$1; shift; echo "== $*"; timeout "$limit" "$@" || echo "(step failed or timed out: $*)"; }
 if [ "$SMOKE" = 1 ]; then
   SCALING=(--envs 4 --seeds 1); MAIN=(seeds=2 total_timesteps=20000); CEILING=(--seeds 1)

@@ -20,7 +20,7 @@ mkdir -p "$DIR"
 "$P" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d "$DIR" \
-  $(pins gymnax gymnasium farama-notifications hydra-core omegaconf brax mujoco mujoco-core mujoco-mjx trimesh jaxopt)
+  $(pins gymnax gymnasium farama-notifications six hydra-core omegaconf brax mujoco mujoco-core mujoco-mjx trimesh jaxopt)
 # omegaconf's parser runtime is published as a source archive only: build its pure-Python wheel
 "$P" -m pip wheel --quiet --no-deps -w "$DIR" $(pins antlr4-python3-runtime)
 ls "$DIR"
