@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from jaxrl.config import ConfigError
+from jaxrl.config import ConfigError, error_line
 
 __all__ = ["Checkpointer", "config_hash", "keys_to_data"]
 
@@ -126,7 +126,7 @@ class Checkpointer:
                 args=ocp.args.Composite(state=ocp.args.StandardRestore(raw_abstract), meta=ocp.args.JsonRestore()),
             )
         except Exception as error:  # orbax/tensorstore raise many types for damaged files
-            reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+            reason = error_line(error)
             raise ConfigError(
                 field,
                 run_dir,

@@ -34,6 +34,14 @@ __all__ = [
 ]
 
 
+def error_line(error: BaseException, limit: int = 160) -> str:
+    """The first line of ``str(error)`` (at most ``limit`` characters), or the
+    exception's type name when it has no message: a reason to quote inside a
+    one-line message."""
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__
+
+
 class ConfigError(ValueError):
     """A user mistake: bad key, bad value, impossible sizes, missing files.
 

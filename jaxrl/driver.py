@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from flax import struct
 
-from jaxrl.config import Config, ConfigError, to_dict
+from jaxrl.config import Config, ConfigError, error_line, to_dict
 
 __all__ = ["StopRequest", "Job", "Outcome", "execute", "parse_perturb", "write_json", "version"]
 
@@ -438,7 +438,7 @@ def execute(
             import shutil
 
             shutil.rmtree(job.run_dir, ignore_errors=True)
-        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        reason = error_line(error)
         raise ConfigError(
             "logger", config.logger, f"could not start ({reason})", "check the logger's setup, or pass logger=jsonl"
         ) from None

@@ -42,7 +42,8 @@ from typing import Any
 
 import jax
 
-from jaxrl._platform import compiler_options
+from jaxrl._platform import compiler_options, usable_cores
+from jaxrl.config import error_line
 from jaxrl.envs.core import random_steps
 
 __all__ = [
@@ -143,8 +144,9 @@ def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
 
     Kernels are the complete (``"X"``) events named like an HLO instruction
     on XLA's threads (thread names containing ``XLA``) or in a device's process
-    (``/device:…``), less the loop/call thunks that only run nested kernels. The update's wall time is that of the ``jaxrl.profile.update``
-    annotations around the calls when present, else the kernels' covered time.
+    (``/device:…``), less the loop/call thunks that only run nested kernels.
+    The update's wall time is that of the ``jaxrl.profile.update`` annotations
+    around the calls when present, else the kernels' covered time.
 
     Returns:
       ``{"calls", "kernels_per_call", "mean_kernel_us", "wall_ms_per_call",
@@ -184,8 +186,9 @@ def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
     wall = sum(b - a for a, b in windows) if windows else covered
     by_kind: dict[str, list[float]] = {kind: [0.0, 0.0] for kind in KERNEL_KINDS}
     for name, t in time_by_name.items():
-        by_kind[kernel_kind(name)][0] += t
-        by_kind[kernel_kind(name)][1] += runs_by_name[name]
+        totals = by_kind[kernel_kind(name)]
+        totals[0] += t
+        totals[1] += runs_by_name[name]
     kinds = [
         {
             "kind": kind,
@@ -219,13 +222,6 @@ def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
     }
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def kernel_summary(fn: Any, args: tuple, trace_dir: str, calls: int = 3) -> dict[str, Any]:
     """Trace ``calls`` calls of the compiled ``fn(*args)`` (each waited for,
     inside a ``jaxrl.profile.update`` annotation) into ``trace_dir`` with
@@ -246,10 +242,10 @@ def kernel_summary(fn: Any, args: tuple, trace_dir: str, calls: int = 3) -> dict
         with gzip.open(written[-1], "rt") as f:
             trace = json.load(f)
     except Exception as error:  # a profiler already running, an unreadable trace: the run goes on
-        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        reason = error_line(error)
         return {"unavailable": reason, "trace_dir": trace_dir}
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    return {**summarize_trace(events, calls), "cores": _cores(), "trace_dir": trace_dir}
+    return {**summarize_trace(events, calls), "cores": usable_cores(), "trace_dir": trace_dir}
 
 
 def format_kernels(kernels: dict[str, Any]) -> str:
