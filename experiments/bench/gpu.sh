@@ -21,10 +21,14 @@ cd "$(dirname "$0")/../.."
 OUT=experiments/results/gpu
 SMOKE=${JAXRL_GPU_SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then OUT=experiments/results/gpu-smoke; fi
+die() { echo "gpu.sh: $*" >&2; exit 2; }
 if [ -n "${JAXRL_GPU_PYTHON:-}" ]; then
   P=$JAXRL_GPU_PYTHON
+  command -v "$P" >/dev/null || die "JAXRL_GPU_PYTHON=$P is not an executable Python; give the path of one whose jax has GPU support"
   if [ -n "${JAXRL_WHEELS:-}" ]; then
-    "$P" -m pip install --quiet --no-index --no-deps --no-compile --upgrade --target .gpu-site "$JAXRL_WHEELS"/*.whl || exit 1
+    compgen -G "$JAXRL_WHEELS/*.whl" >/dev/null || die "JAXRL_WHEELS=$JAXRL_WHEELS holds no .whl files; make them with experiments/bench/gpu_wheels.sh"
+    "$P" -m pip install --quiet --no-index --no-deps --no-compile --upgrade --target .gpu-site "$JAXRL_WHEELS"/*.whl \
+      || die "installing the wheels in $JAXRL_WHEELS into .gpu-site failed (pip's message above); remake them for this Python's version"
   fi
   export PYTHONPATH="$PWD/.gpu-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 else
