@@ -1,32 +1,43 @@
-# Everything the project needs is installed by `make install` into .venv.
+# Everything the project needs is installed into .venv by its own targets:
+# `make install` (and `make train`) the package alone, `make test` (and `make
+# lint`, `make bench`) the package with its dev extras.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+CORE   := $(VENV)/.installed
+DEV    := $(VENV)/.installed-dev
 
-.PHONY: install test lint train bench clean
+.PHONY: install install-dev test lint train bench clean
 
-$(STAMP): pyproject.toml
+$(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(CORE)
+
+$(DEV): $(CORE)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+	touch $(DEV)
 
-install: $(STAMP)
+install: $(CORE)
 
-test: $(STAMP)
-	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q
+install-dev: $(DEV)
 
-lint: $(STAMP)
+# Two workers, each taking whole modules (their module-scoped runs stay shared):
+# most tests wait on one-threaded XLA compiles, so two keep both cores busy.
+test: $(DEV)
+	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -n 2 --dist loadscope
+
+lint: $(DEV)
 	$(BIN)/ruff check jaxrl tests experiments
 	$(BIN)/ruff format --check jaxrl tests experiments
 
-train: $(STAMP)
+train: $(CORE)
 	$(BIN)/python -m jaxrl.train env=cartpole seeds=16
 
 # Every benchmark of experiments/bench (≈ 50 min on 2 CPU cores); results in
 # experiments/results/*.json and the Markdown table experiments/results/bench.md.
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
 	$(BIN)/python experiments/bench_cartpole.py
 	$(BIN)/python experiments/bench/peers.py cartpole --runs 3

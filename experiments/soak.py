@@ -48,7 +48,7 @@ def final_state(run_dir: str, overrides: list[str]):
     from jaxrl.config import parse, validate
 
     config = validate(parse(overrides))
-    carry, _ = driver.load_carry(train.job_for(config, run_dir, True), envs.make(config.env))
+    carry = driver.load_carry(train.job_for(config, run_dir, True), envs.make(config.env)).state
     return [np.asarray(x) for x in jax.tree.leaves(keys_to_data(carry))]
 
 

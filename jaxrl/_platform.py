@@ -35,6 +35,15 @@ def configure() -> None:
             os.environ["XLA_FLAGS"] = (flags + " " + _SCHEDULER_FLAG).strip()
 
 
+def quiet_libraries() -> None:
+    """CLI entry points only: third-party warnings logged through absl (orbax's
+    "Metadata file does not exist" for a damaged checkpoint, …) stay off the
+    terminal; the CLI's own one-line messages say what matters. Errors still show."""
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+
 def request_deterministic() -> None:
     """Ask XLA for deterministic kernels (GPU scatter/reductions). Must run
     before jax starts its backend; the CPU backend is deterministic already."""

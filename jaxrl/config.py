@@ -42,6 +42,22 @@ def error_line(error: BaseException, limit: int = 160) -> str:
     return text.splitlines()[0][:limit] if text else type(error).__name__
 
 
+def make_dir(field_name: str, path: str, fix: str = "pass a path in a writable directory") -> str:
+    """``os.makedirs(path, exist_ok=True)``, or a :class:`ConfigError` naming
+    ``field_name`` when ``path`` is a file or cannot be created there."""
+    import os
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(field_name, path, "is a file, not a directory", fix)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(field_name, path, f"cannot be created ({error.strerror or error_line(error)})", fix) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(field_name, path, "is not writable", fix)
+    return path
+
+
 class ConfigError(ValueError):
     """A user mistake: bad key, bad value, impossible sizes, missing files.
 
@@ -270,6 +286,10 @@ class Config:
         return self.num_envs * self.algo.num_steps
 
 
+# Members (seeds × configurations, or a PBT population) one program may hold.
+MAX_MEMBERS = 2**20
+
+
 def seed_ids(config: Config) -> tuple[int, ...]:
     """The seed ids a config runs, e.g. ``seeds=4 seed=10`` → (10, 11, 12, 13)."""
     if isinstance(config.seeds, (list, tuple)):
@@ -464,6 +484,8 @@ def _split_override(item: str) -> tuple[str, str]:
         fix = f"write env={item}" if canonical_name(item) else f"write e.g. {item}=VALUE"
         raise ConfigError(item, "(no value)", "overrides are key=value", fix)
     key, _, value = item.partition("=")
+    if not key.strip():
+        raise ConfigError("(no key)", value, f"{item!r} has nothing before '='", "write KEY=VALUE, e.g. seeds=4")
     return key.strip(), value
 
 
@@ -540,6 +562,8 @@ def _explain_hydra_error(error: Exception, overrides: list[str]) -> ConfigError:
         name = key or missing.group(1)
         if name not in values and missing.group(1) in values:
             name = missing.group(1)
+        if name not in values:  # hydra names the first unknown part of a dotted key
+            name = next((k for k in values if k.startswith(name + ".")), name)
         close = difflib.get_close_matches(name, _all_keys(algo), n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(close)}?" if close else "see `python -m jaxrl.train --help`"
         return ConfigError(name, values.get(name, "?"), "unknown config key", hint)
@@ -559,8 +583,13 @@ def _explain_hydra_error(error: Exception, overrides: list[str]) -> ConfigError:
         kind = invalid.group(2).lower()
         rule, example = ("must be true or false", "true") if kind == "bool" else (f"must be a {kind}", "…")
         return ConfigError(key, values.get(key, invalid.group(1)), rule, f"pass {key}={example}")
-    first_line = text.strip().splitlines()[0] if text.strip() else type(cause).__name__
-    return ConfigError(key or "overrides", " ".join(overrides), first_line, "check the override syntax key=value")
+    if key and "is not a ListConfig" in text:
+        return ConfigError(key, values.get(key, "?"), "must be a list", f"pass {key}=[{_example(key, 'list')}]")
+    if key and key in values:
+        return ConfigError(key, values[key], error_line(cause), "check the override syntax key=value")
+    return ConfigError(
+        key or "overrides", " ".join(overrides), error_line(cause), "check the override syntax key=value"
+    )
 
 
 def _example(name: str, kind: str) -> str:
@@ -568,6 +597,8 @@ def _example(name: str, kind: str) -> str:
     f = schema().get(name)
     if f is not None and not isinstance(f.default, type(dataclasses.MISSING)):
         value = f.default
+        if isinstance(value, tuple):
+            return ",".join(str(v) for v in value)
         return str(value).lower() if isinstance(value, bool) else str(value)
     return {"integer": "4", "float": "0.001", "boolean": "true", "string": "name"}.get(kind, "VALUE")
 
@@ -721,11 +752,30 @@ def validate(config: Config) -> Config:
         _positive_int("seeds", seeds, 16)
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise ConfigError("seed", config.seed, "must be an integer ≥ 0", "pass seed=0")
+    members = config.pbt.population or (len(seeds) if isinstance(seeds, (list, tuple)) else seeds)
+    if members > MAX_MEMBERS:
+        raise ConfigError(
+            "pbt.population" if config.pbt.population else "seeds",
+            members,
+            f"at most {MAX_MEMBERS:,} members fit one program (every record holds a value per member)",
+            "split the seeds over several runs (seed=, seeds=[…])",
+        )
+    last = max(seeds) if isinstance(seeds, (list, tuple)) else config.seed + members - 1
+    if last >= 2**32:
+        raise ConfigError(
+            "seeds" if isinstance(seeds, (list, tuple)) else "seed",
+            list(seeds) if isinstance(seeds, (list, tuple)) else config.seed,
+            f"seed ids must be below 2^32 = {2**32} (jax.random.key takes a uint32; the last id would be {last})",
+            "pass smaller seed ids, e.g. seed=0",
+        )
+    _finite_floats(config)
     _positive_int("num_envs", config.num_envs, 4)
     _positive_int("total_timesteps", config.total_timesteps, 500000)
     _positive_int("num_evals", config.num_evals, 20)
     _positive_int("eval.episodes", config.eval.episodes, 16)
     _positive_int("keep", config.keep, 2)
+    if config.resume is not None and not str(config.resume).strip():
+        raise ConfigError("resume", "", "needs the run directory to continue", "pass resume=RUN_DIR, or drop resume=")
     _validate_logger(config.logger)
     if config.progress not in (True, False, "chunk"):
         raise ConfigError("progress", config.progress, "must be true, false or chunk", "pass progress=chunk")
@@ -759,6 +809,52 @@ def validate(config: Config) -> Config:
                     f"pick from {', '.join(type(algo).TRACED)}",
                 )
     return config
+
+
+# Integer settings that never reach the program as an int32 (counted exactly on the host).
+_WIDE_INTS = {"total_timesteps", "seed", "seeds"}
+
+
+def _finite_floats(config: Config) -> None:
+    """Every float setting is a finite number (NaN and ±inf pass no range check
+    by themselves) and every integer one fits the program's int32."""
+    import math
+
+    for prefix, section in [("", config), ("algo.", config.algo), *((f"{n}.", getattr(config, n)) for n in SECTIONS)]:
+        for f in dataclasses.fields(section):
+            value = getattr(section, f.name)
+            ints = [v for v in (value if isinstance(value, tuple) else (value,)) if type(v) is int]
+            if f.name not in _WIDE_INTS and any(abs(v) >= 2**31 for v in ints):
+                raise ConfigError(
+                    f"{prefix}{f.name}",
+                    list(value) if isinstance(value, tuple) else value,
+                    f"must be below 2^31 = {2**31} (an int32 inside the program)",
+                    f"pass a smaller {prefix}{f.name}",
+                )
+            if isinstance(value, float) and not math.isfinite(value):
+                default = f.default if isinstance(f.default, float) else 1.0
+                raise ConfigError(
+                    f"{prefix}{f.name}", value, "must be a finite number", f"pass e.g. {prefix}{f.name}={default}"
+                )
+            if isinstance(value, tuple) and any(isinstance(v, float) and not math.isfinite(v) for v in value):
+                raise ConfigError(
+                    f"{prefix}{f.name}",
+                    list(value),
+                    "must hold finite numbers",
+                    f"drop the nan/inf from {prefix}{f.name}",
+                )
+
+
+def _update_count(config: Config, steps_per_update: int, warmup: int = 0) -> None:
+    """The update counter is an int32 inside the program."""
+    updates = max(0, config.total_timesteps - warmup) // steps_per_update
+    if updates >= 2**31 - 1:
+        raise ConfigError(
+            "total_timesteps",
+            config.total_timesteps,
+            f"gives {updates:,} updates of {steps_per_update:,} env steps; the program counts at most {2**31 - 2:,}",
+            f"pass total_timesteps≤{(2**31 - 2) * steps_per_update + warmup:.3g} or more envs per update",
+        )
 
 
 def _validate_sac(config: Config, algo: SACConfig) -> None:
@@ -811,6 +907,7 @@ def _validate_sac(config: Config, algo: SACConfig) -> None:
             f"is below the warm-up plus one update ({algo.learning_starts} + {config.num_envs * algo.num_steps})",
             "pass a larger total_timesteps or a smaller algo.learning_starts",
         )
+    _update_count(config, config.num_envs * algo.num_steps, algo.learning_starts)
     env = envs.canonical_name(config.env.name)
     if env in envs.DISCRETE_GYMNAX:
         raise ConfigError(
@@ -861,6 +958,7 @@ def _validate_ppo(config: Config, algo: PPOConfig) -> None:
             f"is below one rollout (num_envs × algo.num_steps = {batch})",
             f"pass total_timesteps≥{batch} or fewer num_envs/algo.num_steps",
         )
+    _update_count(config, batch)
     _unit_interval("algo.gamma", algo.gamma, 0.99)
     _unit_interval("algo.gae_lambda", algo.gae_lambda, 0.95)
     if not float(algo.lr) > 0:

@@ -209,7 +209,9 @@ def chunk_training_stats(metrics: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _save(checkpointer, chunk: int, carry, chash: str, update: int, env_steps: int, train_s: float) -> str | None:
+def _save(
+    checkpointer, chunk: int, carry, chash: str, update: int, env_steps: int, train_s: float, layout: dict[str, Any]
+) -> str | None:
     """Write a checkpoint; return None, or a short reason when the write failed."""
     meta = {
         "chunk": chunk,
@@ -218,6 +220,7 @@ def _save(checkpointer, chunk: int, carry, chash: str, update: int, env_steps: i
         "config_hash": chash,
         "train_time_s": train_s,
         "jaxrl_version": version(),
+        "layout": layout,
     }
     try:
         checkpointer.save(chunk, carry, meta)
@@ -227,8 +230,7 @@ def _save(checkpointer, chunk: int, carry, chash: str, update: int, env_steps: i
             if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
                 return "no space left on device"
             cause = cause.__cause__ or cause.__context__
-        text = str(error).strip().splitlines()
-        return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
+        return f"{type(error).__name__}: {error_line(error)}"
     return None
 
 
@@ -318,14 +320,49 @@ def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, 
     return keys, init, program, jax.eval_shape(init, keys, job.hparams)
 
 
-def load_carry(job: Job, env: Any, chunk: int | None = None, field: str = "resume") -> tuple[Any, dict[str, Any]]:
-    """The checkpointed :class:`Carry` of ``job.run_dir`` (latest or ``chunk``)."""
+def load_carry(job: Job, env: Any, chunk: int | None = None, field: str = "resume", layout: Any = None) -> Any:
+    """The checkpointed :class:`Carry` of ``job.run_dir`` (the newest intact one,
+    or ``chunk``) as a :class:`jaxrl.checkpoint.Restored`, laid out as
+    ``layout`` (a :class:`jaxrl.parallel.Plan`; ``None``: this process's first
+    device), whatever layout wrote it."""
+    from jaxrl import parallel
     from jaxrl.checkpoint import Checkpointer
     from jaxrl.loop import make_train
 
     trainer = make_train(job.config, env)
     _, _, _, abstract = build(job, trainer)
-    return Checkpointer(job.run_dir, keep=job.config.keep).restore(abstract, chunk, field=field)
+    shardings = parallel.carry_shardings(layout, abstract)
+    return Checkpointer(job.run_dir, keep=job.config.keep).restore(abstract, shardings, chunk, field=field)
+
+
+def fallback_note(restored: Any, trainer: Any) -> str | None:
+    """One line when newer checkpoints than the restored one were unreadable:
+    which ones, why, and how many env steps per member that loses."""
+    if not restored.skipped:
+        return None
+    from jaxrl.logs import format_count
+
+    newest = max(s for s, _ in restored.skipped)
+    lost = trainer.env_steps(newest * trainer.chunk_updates) - trainer.env_steps(restored.chunk * trainer.chunk_updates)
+    why = "; ".join(f"checkpoint {s}: {r}" for s, r in restored.skipped)
+    return (
+        f"warning: newer checkpoints are unreadable ({why}); using checkpoint {restored.chunk} "
+        f"({format_count(trainer.env_steps(restored.chunk * trainer.chunk_updates))} env steps per member, "
+        f"{format_count(lost)} fewer)"
+    )
+
+
+def layout_note(meta: dict[str, Any], now: dict[str, Any], what: str) -> str | None:
+    """One line when a checkpoint was written on another layout than ``now``."""
+    from jaxrl.checkpoint import describe_layout
+
+    saved = meta.get("layout")
+    if not isinstance(saved, dict) or saved == now:
+        return None
+    return (
+        f"note: checkpoint {meta.get('chunk', '?')} was written on {describe_layout(saved)}; {what} on "
+        f"{describe_layout(now)}, so the last bits may differ from the same layout"
+    )
 
 
 def execute(
@@ -358,7 +395,7 @@ def execute(
     resume_cmd = resume_cmd or f"python -m jaxrl.train resume={job.run_dir}"
     heldout_settings = parse_perturb(config.eval.perturb, env)  # checked before anything compiles
 
-    from jaxrl import _platform, parallel
+    from jaxrl import _platform, memory, parallel
     from jaxrl._platform import compiler_options, enable_compile_cache
 
     cache = enable_compile_cache(config.compile_cache)
@@ -375,16 +412,30 @@ def execute(
     keys, init, program, abstract = build(job, trainer, progress if config.progress is True and primary else None)
     layout = parallel.plan(config, num_members)  # None: one device
     shardings = parallel.carry_shardings(layout, abstract) if layout else None
+    too_big = memory.sizes_fix(config, num_members)
+    _fits(job, lambda: memory.check(memory.state_bytes(abstract, layout), layout, "the state", too_big))
     checkpointer = None
     metrics_log = JsonlWriter(os.path.join(job.run_dir, "metrics.jsonl"))
     start_chunk, train_s_before, carry = 0, 0.0, None
+    layout_now = parallel.layout_record(layout)
+    notes: list[str] = []
     if job.resuming:  # check the checkpoint before printing or compiling anything
         checkpointer = Checkpointer(job.run_dir, keep=config.keep)
-        carry, meta = checkpointer.restore(abstract, shardings=shardings)
+        restored = checkpointer.restore(abstract, parallel.carry_shardings(layout, abstract))
+        carry, meta = restored.state, restored.meta
         if meta.get("config_hash") != chash:
             raise ConfigError("resume", job.run_dir, "checkpoint was written by a different config", "start a new run")
         start_chunk = int(meta["chunk"])
         train_s_before = float(meta.get("train_time_s", 0.0))
+        note = fallback_note(restored, trainer)
+        if note:  # the unreadable ones move aside, so that their chunks can be written again
+            where = checkpointer.set_aside([s for s, _ in restored.skipped]) if primary else None
+            parallel.sync("jaxrl-set-aside")
+            checkpointer.manager.reload()
+            notes.append(note + (f"; they are moved to {where}" if where else ""))
+        note = layout_note(meta, layout_now, "the run continues")
+        if note:
+            notes.append(note)
     else:
         if primary:
             os.makedirs(job.run_dir, exist_ok=True)
@@ -405,6 +456,8 @@ def execute(
     if job.resuming and primary:
         metrics_log.truncate(lambda r: int(r.get("chunk", 0)) < start_chunk)
         log(f"resuming after chunk {start_chunk}/{trainer.num_chunks}")
+        for note in notes:
+            log(note)
 
     t0 = time.perf_counter()
     if layout is None:
@@ -417,6 +470,9 @@ def execute(
     init_c = init_jit.lower(keys, job.hparams).compile(options) if carry is None else None
     program_c = program_jit.lower(abstract).compile(options)
     compile_s = time.perf_counter() - t0
+    for name, compiled in (("the init program", init_c), ("the training program", program_c)):
+        if compiled is not None:
+            _fits(job, lambda: memory.check(memory.program_bytes(compiled), layout, name, too_big))
     if carry is None:
         carry = init_c(keys, job.hparams)
     log(f"compiled in {compile_s:.1f} s" + (f" (compilation cache: {cache})" if cache else ""))
@@ -512,7 +568,14 @@ def execute(
                 progress.message(f"warning: {where}; on_nan=drop: it is marked failed, the others go on")
             if checkpointer is not None:
                 error = _save(
-                    checkpointer, chunk + 1, carry, chash, update, trainer.env_steps(update), train_s_before + train_s
+                    checkpointer,
+                    chunk + 1,
+                    carry,
+                    chash,
+                    update,
+                    trainer.env_steps(update),
+                    train_s_before + train_s,
+                    layout_now,
                 )
                 if error:
                     kept = (
@@ -568,6 +631,20 @@ def execute(
             writer.close()
         if checkpointer is not None:
             checkpointer.close()
+
+
+def _fits(job: Job, check: Callable[[], None]) -> None:
+    """Run a memory check; on a ConfigError, leave no run directory this job made."""
+    try:
+        check()
+    except ConfigError:
+        from jaxrl.parallel import is_primary
+
+        if job.created and is_primary():
+            import shutil
+
+            shutil.rmtree(job.run_dir, ignore_errors=True)
+        raise
 
 
 def _devices_text(layout: Any) -> str:

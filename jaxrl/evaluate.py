@@ -131,6 +131,10 @@ def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
                 value = -1
             if value <= 0:
                 raise ConfigError(key, options[key], "must be a positive integer", f"pass e.g. {key}=100")
+            if value >= 2**31:
+                raise ConfigError(
+                    key, options[key], "must be below 2^31 (an int32 inside the program)", f"pass e.g. {key}=100"
+                )
             options[key] = value
     if options["seed"] != "all":
         try:
@@ -148,14 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     from jaxrl.config import ConfigError
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or any(a in ("-h", "--help") for a in argv):
+    if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
-        return 0 if argv else 2
+        return 0
     try:
-        from jaxrl._platform import check_environment
+        from jaxrl import _platform
 
-        check_environment()
+        _platform.configure()
+        _platform.quiet_libraries()
+        _platform.check_environment()
         run_dir, options = _options(argv)
+        _platform.split_cpu_devices()  # as the training CLI does, before jax starts: the same layout
         from jaxrl.policy import open_run
 
         run = open_run(run_dir)
@@ -163,6 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    from jaxrl import parallel
+    from jaxrl.driver import layout_note
+
+    for note in run.notes:
+        print(note, file=sys.stderr)
+    # the selected members over as many of this process's devices as divide them (training's rule)
+    layout = parallel.reading_plan(run.config, len(members))
+    note = layout_note(run.meta, parallel.layout_record(layout), "this evaluation runs")
+    if note:
+        print(note, file=sys.stderr)
 
     import numpy as np
 
@@ -180,8 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     states = jax.tree.map(lambda x: x[index], run.carry.states.agent)
     # the key of the run's last evaluation: with the defaults, the same episodes
     keys = jax.vmap(jax.random.wrap_key_data)(jnp.asarray(np.asarray(run.carry.states.last_eval_key)[index]))
+    if layout is not None:
+        states, keys = parallel.place((states, keys), parallel.member_shardings(layout, (states, keys)))
     t0 = time.perf_counter()
-    result = jax.jit(jax.vmap(evaluate), compiler_options=compiler_options())(states, keys)
+    program = jax.jit(jax.vmap(evaluate)).lower(states, keys).compile(compiler_options())
+    try:
+        from jaxrl import memory
+
+        fix = f"pass fewer episodes= (now {episodes}) or seed=K"
+        memory.check(memory.program_bytes(program), layout, "this evaluation", fix)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    result = program(states, keys)
     returns = np.asarray(jax.device_get(result.returns), np.float64)  # [M, E]
     seconds = time.perf_counter() - t0
     seeds = [run.job.seeds[i] for i in members]

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
+from collections.abc import Callable
 from typing import Any
 
-from jaxrl.config import ConfigError
+from jaxrl.config import ConfigError, make_dir
 
 __all__ = ["export_policy", "main"]
 
@@ -41,8 +43,15 @@ print(exported.call(leaves, obs, key_data))
 '''
 
 
-def export_policy(run_dir: str, seed: int | None = None, out: str | None = None, deterministic: bool = True) -> str:
-    """Export one seed's policy; returns the output directory."""
+def export_policy(
+    run_dir: str,
+    seed: int | None = None,
+    out: str | None = None,
+    deterministic: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> str:
+    """Export one seed's policy; returns the output directory. ``log`` gets the
+    run's notes (an older checkpoint used; default: :func:`warnings.warn`)."""
     import jax
     import numpy as np
 
@@ -52,6 +61,8 @@ def export_policy(run_dir: str, seed: int | None = None, out: str | None = None,
     from jaxrl.policy import open_run
 
     run = open_run(run_dir)
+    for note in run.notes:
+        (log or warnings.warn)(note)
     member = run.member_index(run.job.seeds[0] if seed is None else int(seed))
     state = run.agent_state(member)
     state = state.replace(**{name: None for name in KEEP_OWN})  # envs and PRNG stream are not needed to act
@@ -74,7 +85,7 @@ def export_policy(run_dir: str, seed: int | None = None, out: str | None = None,
         exported = jax.export.export(jax.jit(policy))(*args)
     blob = exported.serialize()  # before anything is written
     out = out or os.path.join(run.run_dir, f"export-seed{run.job.seeds[member]}")
-    os.makedirs(out, exist_ok=True)
+    make_dir("out", out, "pass out=DIR in a writable directory")
     with open(os.path.join(out, "policy.jaxexport"), "wb") as f:
         f.write(blob)
     np.savez(os.path.join(out, "params.npz"), **{f"p{i:04d}": np.asarray(x) for i, x in enumerate(leaves)})
@@ -106,9 +117,12 @@ def export_policy(run_dir: str, seed: int | None = None, out: str | None = None,
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or any(a in ("-h", "--help") for a in argv):
+    if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
-        return 0 if argv else 2
+        return 0
+    from jaxrl import _platform
+
+    _platform.quiet_libraries()
     try:
         options: dict[str, Any] = {"seed": None, "out": None, "deterministic": "true"}
         run_dir = None
@@ -131,7 +145,13 @@ def main(argv: list[str] | None = None) -> int:
                 options["seed"] = int(options["seed"])
             except ValueError:
                 raise ConfigError("seed", options["seed"], "must be a seed id", "pass e.g. seed=0") from None
-        out = export_policy(run_dir, options["seed"], options["out"], options["deterministic"] == "true")
+        out = export_policy(
+            run_dir,
+            options["seed"],
+            options["out"],
+            options["deterministic"] == "true",
+            log=lambda text: print(text, file=sys.stderr),
+        )
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -28,9 +28,21 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from jaxrl.config import Config, ConfigError
+from jaxrl.config import Config, ConfigError, error_line
 
-__all__ = ["Plan", "start_distributed", "is_primary", "plan", "carry_shardings", "to_host", "place"]
+__all__ = [
+    "Plan",
+    "start_distributed",
+    "is_primary",
+    "plan",
+    "reading_plan",
+    "member_shardings",
+    "carry_shardings",
+    "layout_record",
+    "sync",
+    "to_host",
+    "place",
+]
 
 AXIS = "devices"
 # Fields of an algorithm state that carry the env axis (second, after members).
@@ -71,11 +83,10 @@ def start_distributed(config: Config) -> bool:
                 heartbeat_timeout_seconds=dist.heartbeat_s,
             )
     except Exception as error:
-        text = str(error).strip().splitlines()
         raise ConfigError(
             "dist.coordinator",
             dist.coordinator or "auto",
-            f"could not join the run ({text[0][:160] if text else type(error).__name__})",
+            f"could not join the run ({error_line(error)})",
             "start process 0 first and check HOST:PORT, dist.num_processes and dist.process_id",
         ) from None
     return jax.process_count() > 1
@@ -134,14 +145,42 @@ def plan(config: Config, num_members: int) -> Plan | None:
     return Plan(Mesh(np.asarray(devices[:n]), (AXIS,)), config.parallel)
 
 
-def carry_shardings(layout: Plan, abstract: Any) -> Any:
-    """A NamedSharding per leaf of the driver's carry (``abstract`` from
-    ``jax.eval_shape``): seeds mode shards every leaf with a member axis on it;
-    data mode shards the env axis of the env fields and replicates the rest."""
+def reading_plan(config: Config, num_members: int) -> Plan | None:
+    """The layout for evaluating ``num_members`` members of a finished run in
+    this process: the members over as many local devices as divide them
+    (at most the run's ``devices=`` when it set one), as training lays them out
+    on the same machine; ``None`` for one device."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    devices = jax.local_devices()
+    n = config.devices if 0 < config.devices <= len(devices) else len(devices)
+    n = max(d for d in range(1, n + 1) if num_members % d == 0)
+    return None if n == 1 else Plan(Mesh(np.asarray(devices[:n]), (AXIS,)), "seeds")
+
+
+def member_shardings(layout: Plan, tree: Any) -> Any:
+    """Every leaf's leading (member) axis split over the layout's devices."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
+    return jax.tree.map(lambda _: NamedSharding(layout.mesh, P(AXIS)), tree)
+
+
+def carry_shardings(layout: Plan | None, abstract: Any) -> Any:
+    """A sharding per leaf of the driver's carry (``abstract`` from
+    ``jax.eval_shape``): seeds mode shards every leaf with a member axis on it;
+    data mode shards the env axis of the env fields and replicates the rest;
+    no layout (one device) puts every leaf on this process's first device."""
+    import jax
+    from jax.sharding import NamedSharding, SingleDeviceSharding
+    from jax.sharding import PartitionSpec as P
+
+    if layout is None:
+        device = SingleDeviceSharding(jax.local_devices()[0])
+        return jax.tree.map(lambda _: device, abstract)
     mesh = layout.mesh
     replicated = NamedSharding(mesh, P())
 
@@ -156,6 +195,23 @@ def carry_shardings(layout: Plan, abstract: Any) -> Any:
         return replicated
 
     return jax.tree_util.tree_map_with_path(spec, abstract)
+
+
+def layout_record(layout: Plan | None) -> dict[str, Any]:
+    """The layout as checkpoint metadata (:func:`jaxrl.checkpoint.layout_of`)."""
+    from jaxrl.checkpoint import layout_of
+
+    return layout_of(layout.size if layout else 1, layout.mode if layout else "seeds")
+
+
+def sync(name: str) -> None:
+    """A barrier across the processes of a multi-process run (nothing otherwise)."""
+    import jax
+
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 def replicated(layout: Plan) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +31,10 @@ class Run:
     config: Config
     env: Any
     job: Any  # driver.Job
-    carry: Any  # driver.Carry from the latest checkpoint
+    carry: Any  # driver.Carry from the newest intact checkpoint, on this process's first device
     meta: dict[str, Any]
     trainer: Any
+    notes: tuple[str, ...] = ()  # one line each, e.g. that an older checkpoint was used (newer ones unreadable)
 
     def member_index(self, seed: int, config_label: str | None = None) -> int:
         """Index of the member with seed id ``seed`` (and ``config_label`` in sweeps)."""
@@ -95,8 +97,10 @@ def open_run(run_dir: str) -> Run:
     config = train._load_run_config(run_dir, field="run_dir")
     env = envs.from_config(config)
     job = _sweep_job(run_dir) or train.job_for(config, run_dir, True)
-    carry, meta = driver.load_carry(job, env, field="run_dir")
-    return Run(run_dir, config, env, job, carry, meta, make_train(config, env))
+    trainer = make_train(config, env)
+    restored = driver.load_carry(job, env, field="run_dir")
+    notes = [driver.fallback_note(restored, trainer)]
+    return Run(run_dir, config, env, job, restored.state, restored.meta, trainer, tuple(n for n in notes if n))
 
 
 def load_policy(
@@ -109,6 +113,8 @@ def load_policy(
     label inside a sweep group directory.
     """
     run = open_run(run_dir)
+    for note in run.notes:
+        warnings.warn(note, stacklevel=2)
     member = run.member_index(run.job.seeds[0] if seed is None else int(seed), config)
     state = run.agent_state(member)
     agent = run.trainer.agent

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.config import ConfigError, make_dir
 
 __all__ = ["Entry", "load", "build", "write", "main"]
 
@@ -298,7 +298,7 @@ def write(entries: list[Entry], report: dict[str, Any], out_dir: str, plots: boo
     """Write report.md/.csv/.json (and plots) to ``out_dir``; return the Markdown."""
     from jaxrl.driver import write_json
 
-    os.makedirs(out_dir, exist_ok=True)
+    make_dir("out", out_dir, "pass out=DIR in a writable directory")
     text = markdown(report)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write("# jaxrl report\n\n" + text + "\n")
@@ -344,9 +344,12 @@ USAGE = """usage: python -m jaxrl.report RUN_DIR [RUN_DIR ...] [out=DIR] [target
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or any(a in ("-h", "--help") for a in argv):
+    if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
-        return 0 if argv else 2
+        return 0
+    from jaxrl import _platform
+
+    _platform.quiet_libraries()
     try:
         options = {"out": None, "target": None, "plots": "true"}
         dirs = []
@@ -365,7 +368,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 target = float(options["target"])
             except ValueError:
-                raise ConfigError("target", options["target"], "must be a number", "pass e.g. target=475") from None
+                target = float("nan")
+            if not np.isfinite(target):
+                raise ConfigError("target", options["target"], "must be a finite number", "pass e.g. target=475")
         if options["plots"] not in ("true", "false"):
             raise ConfigError("plots", options["plots"], "must be true or false", "pass plots=true")
         entries = []
@@ -378,11 +383,11 @@ def main(argv: list[str] | None = None) -> int:
                     e.label = f"{os.path.basename(os.path.normpath(d))}: {e.label}"
             entries += loaded
         out = options["out"] or (dirs[0] if len(dirs) == 1 else f"report-{time.strftime('%Y%m%d-%H%M%S')}")
+        report = build(entries, target)
+        text = write(entries, report, out, plots=options["plots"] == "true")
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    report = build(entries, target)
-    text = write(entries, report, out, plots=options["plots"] == "true")
     print(text)
     print(f"\nreport written to {os.path.abspath(out)}", file=sys.stderr)
     return 0

@@ -30,7 +30,19 @@ from jaxrl import _platform
 
 _platform.configure()
 
-from jaxrl.config import ALGOS, Config, ConfigError, parse, schema, seed_ids, to_dict, validate  # noqa: E402
+from jaxrl.config import (  # noqa: E402
+    ALGOS,
+    MAX_MEMBERS,
+    Config,
+    ConfigError,
+    error_line,
+    make_dir,
+    parse,
+    schema,
+    seed_ids,
+    to_dict,
+    validate,
+)
 
 __all__ = ["main", "plan"]
 
@@ -118,7 +130,7 @@ def plan(argv: list[str]) -> Plan:
     try:
         overrides = parser.parse_overrides(normalize_overrides(argv))
     except HydraException as error:
-        text = str(error).strip().splitlines()[0] if str(error).strip() else "syntax error"
+        text = error_line(error) if str(error).strip() else "syntax error"
         raise ConfigError("overrides", " ".join(argv), text, "write KEY=v1,v2 or KEY='interval(a,b)'") from None
     base: list[str] = []
     axes: dict[str, Any] = {}
@@ -182,6 +194,19 @@ def plan(argv: list[str]) -> Plan:
             probe.pbt.population,
             "PBT does not combine with a sweep",
             "use python -m jaxrl.train pbt.population=N",
+        )
+
+    import math
+
+    count = samples if samples > 0 else math.prod(len(v) for v in axes.values())
+    seeds = probe.seeds  # checked per configuration below; here only its size matters
+    members = count * (len(seeds) if isinstance(seeds, (list, tuple)) else seeds if type(seeds) is int else 1)
+    if members > MAX_MEMBERS:  # before drawing or composing any configuration
+        raise ConfigError(
+            "sweep.samples" if samples > 0 else "overrides",
+            samples if samples > 0 else " ".join(argv),
+            f"gives {count:,} configurations × seeds = {members:,} runs; at most {MAX_MEMBERS:,} fit (every record holds a value per run)",
+            "sweep fewer values or seeds, or split the sweep",
         )
 
     assignments: list[dict[str, str]] = []
@@ -306,7 +331,7 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
         raise
     except Exception as error:
         raise ConfigError(
-            "env", first.env.name, f"could not be built ({str(error).splitlines()[0][:120]})", "pick another env"
+            "env", first.env.name, f"could not be built ({error_line(error, 120)})", "pick another env"
         ) from None
     driver.parse_perturb(first.eval.perturb, env)
     groups = [
@@ -318,7 +343,7 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
     for group in the_plan.groups:  # device layout errors before anything is written
         parallel.plan(the_plan.configs[group[0]], len(group) * len(seed_ids(first)))
     if not resume:
-        os.makedirs(sweep_dir, exist_ok=True)
+        make_dir("run_dir" if first.run_dir else "runs_root", sweep_dir)
         driver.write_json(
             os.path.join(sweep_dir, "sweep.json"),
             {
@@ -376,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     stopper = StopRequest()
     stopper.install()
     try:
+        _platform.quiet_libraries()
         _platform.check_environment()
         _platform.split_cpu_devices()  # before jax starts its backend
         return run(argv, stopper=stopper)

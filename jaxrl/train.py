@@ -22,7 +22,7 @@ from jaxrl import _platform
 
 _platform.configure()  # XLA/CPU settings must precede jax's backend start
 
-from jaxrl.config import Config, ConfigError, parse, seed_ids, to_dict, validate  # noqa: E402
+from jaxrl.config import Config, ConfigError, error_line, make_dir, parse, seed_ids, to_dict, validate  # noqa: E402
 
 __all__ = ["main", "run", "resolve"]
 
@@ -136,6 +136,8 @@ def _new_run_dir(config: Config, prefix: str = "", again: str = "continue") -> s
     ``<runs_root>/<prefix><env>-<algo>-<timestamp>`` (the sweep's too)."""
     if config.run_dir:
         path = os.path.abspath(os.path.expanduser(config.run_dir))
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ConfigError("run_dir", config.run_dir, "is a file, not a directory", "pick a new run_dir")
         if os.path.exists(path) and os.listdir(path):
             raise ConfigError(
                 "run_dir",
@@ -146,6 +148,9 @@ def _new_run_dir(config: Config, prefix: str = "", again: str = "continue") -> s
         return path
     from jaxrl.envs import canonical_name
 
+    root = os.path.abspath(os.path.expanduser(config.runs_root))
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise ConfigError("runs_root", config.runs_root, "is a file, not a directory", "pass runs_root=DIR")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = os.path.join(config.runs_root, f"{prefix}{canonical_name(config.env.name)}-{config.algo.name}-{stamp}")
     path, n = base, 1
@@ -263,14 +268,14 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper:
             raise ConfigError(
                 "env",
                 config.env.name,
-                f"could not be built ({str(error).splitlines()[0][:120]})",
+                f"could not be built ({error_line(error, 120)})",
                 "pick another env from jaxrl.envs.names()",
             ) from None
         driver.parse_perturb(config.eval.perturb, env)  # before anything is written
         job = job_for(config, run_dir, resuming)
         parallel.plan(config, len(job.seeds))  # device layout errors before anything is written
         if not resuming and parallel.is_primary():
-            os.makedirs(run_dir, exist_ok=True)
+            make_dir("run_dir" if config.run_dir else "runs_root", run_dir)
             _write_config(os.path.join(run_dir, "config.yaml"), dataclasses.replace(config, run_dir=run_dir))
         outcome = driver.execute(job, env, stop_after_chunks=stop_after_chunks, log=log, stopper=stopper)
         if outcome.summary is None:
@@ -351,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     stopper = StopRequest()  # from the start: Ctrl-C while compiling also exits cleanly
     stopper.install()
     try:
+        _platform.quiet_libraries()
         _platform.check_environment()
         config = resolve(argv)
         # both before jax starts its backend; a one-thread pool keeps one device

@@ -1,4 +1,8 @@
-"""Continuous control: tanh-Gaussian, replay buffer, SAC, brax adapter, learning."""
+"""Continuous control: tanh-Gaussian, replay buffer, SAC, brax adapter.
+
+SAC on Pendulum and PPO on brax's inverted_pendulum learn at CI budgets in
+tests/test_readme.py, as the README's commands.
+"""
 
 import importlib.util
 
@@ -173,20 +177,6 @@ def test_sac_temperature_drives_entropy_to_its_target():
     np.testing.assert_allclose(entropy[:, -20:].mean(axis=1), -1.0, atol=0.25)
 
 
-def test_sac_learns_pendulum_in_a_ci_budget():
-    config = validate(
-        parse(["env=pendulum", "algo=sac", "seeds=2", "total_timesteps=10000", "num_evals=2", "eval.episodes=4"])
-    )
-    trainer = make_train(config)
-    init_b, chunk_b = make_batched(trainer)
-    states = jax.jit(init_b)(seed_keys(config), trainer.hparams)
-    chunk = jax.jit(chunk_b)
-    for _ in range(trainer.num_chunks):
-        states, metrics = chunk(states, trainer.hparams)
-    final = np.asarray(metrics.eval.returns).mean(-1)
-    assert np.all(final > -400), final  # random play scores ≈ −1200
-
-
 def _sac_parts(batch_size=32):
     from jaxrl import sac
     from jaxrl.envs.core import Box
@@ -354,21 +344,6 @@ def test_brax_termination_is_not_truncation():
             break
     assert bool(out.terminated) and not bool(out.truncated)
     assert abs(float(out.final_obs[1])) > 0.2  # the pole angle that ended it
-
-
-@pytest.mark.skipif(not has_brax, reason="brax extra not installed")
-def test_ppo_learns_brax_inverted_pendulum_in_a_ci_budget():
-    config = validate(
-        parse(["env=inverted_pendulum", "seeds=1", "total_timesteps=120000", "num_evals=2", "eval.episodes=4"])
-    )
-    trainer = make_train(config)
-    init_b, chunk_b = make_batched(trainer)
-    states = jax.jit(init_b)(seed_keys(config), trainer.hparams)
-    chunk = jax.jit(chunk_b)
-    for _ in range(trainer.num_chunks):
-        states, metrics = chunk(states, trainer.hparams)
-    final = float(np.asarray(metrics.eval.returns).mean())
-    assert final > 500, final  # random play falls within ≈ 5-30 steps
 
 
 def test_import_jaxrl_does_not_import_brax():

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.configs import BITWISE_ACROSS_MEMBER_COUNTS, CARTPOLE_TINY
+from tests.configs import CARTPOLE_TINY
 
 TINY = ["env=cartpole", *CARTPOLE_TINY, "plots=false", "progress=false"]
 TIMING = {"chunk_time_s", "env_steps_per_s"}
@@ -44,13 +44,12 @@ def _records(run_dir):
 
 def test_cli_splits_the_cpu_into_one_device_per_core(tmp_path):
     """Without XLA_FLAGS, the CLI exposes JAXRL_CPU_DEVICES (default: the usable
-    cores) XLA:CPU devices and shards the members over as many as divide them."""
+    cores) XLA:CPU devices and shards the members over as many as divide them
+    (the even split of the default, unpinned, is what tests/test_readme.py's
+    runs check)."""
     env = _env(1)
     env["JAXRL_CPU_DEVICES"] = "2"
     args = [*TINY, "checkpoint=false"]
-    proc = _train([*args, "seeds=4", f"run_dir={tmp_path / 'even'}"], env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "2 devices, members sharded" in proc.stderr
     proc = _train([*args, "seeds=3", f"run_dir={tmp_path / 'odd'}"], env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "(1 device)" in proc.stderr  # 3 members do not split over 2 cores: one device, no error
@@ -113,33 +112,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def test_seed_sharded_run_equals_one_device(tmp_path):
-    """32 seeds over 4 devices (8 per device) == 32 seeds on one device,
-    bitwise (every metric of every update and the final evaluations) where
-    XLA allows it (tests/configs.py: BITWISE_ACROSS_MEMBER_COUNTS)."""
-    args = [*TINY, "seeds=32", "checkpoint=false"]
-    one = _train([*args, f"run_dir={tmp_path / 'one'}"], devices=1)
-    four = _train([*args, f"run_dir={tmp_path / 'four'}"], devices=4)
-    assert one.returncode == 0, one.stderr[-2000:]
-    assert four.returncode == 0, four.stderr[-2000:]
-    assert "4 devices, members sharded" in four.stderr
-    assert json.loads((tmp_path / "four" / "summary.json").read_text())["devices"] == 4
-    one, four = _records(tmp_path / "one"), _records(tmp_path / "four")
-    if BITWISE_ACROSS_MEMBER_COUNTS:
-        assert one == four
-    else:  # float32 rounding at the first update; later the members drift apart (RL is chaotic)
-        steps = ("type", "update", "env_steps")
-        assert [[r.get(k) for k in steps] for r in one] == [[r.get(k) for k in steps] for r in four]
-        assert [r.keys() for r in one] == [r.keys() for r in four]
-        for key, value in one[0].items():
-            if isinstance(value, (int, float, list)) and not isinstance(value, bool):
-                np.testing.assert_allclose(
-                    np.asarray(value, float), np.asarray(four[0][key], float), rtol=1e-4, atol=1e-5
-                )
-            else:
-                assert value == four[0][key], key
 
 
 def test_data_parallel_matches_one_device_with_all_envs(tmp_path):
@@ -240,6 +212,12 @@ def test_two_processes_give_the_one_process_summary(tmp_path):
     assert multi["final_eval_return"] == one["final_eval_return"]
     assert _records(tmp_path / "multi") == _records(tmp_path / "single")
     assert (tmp_path / "multi" / "checkpoints").is_dir()
+    # one process (this one, one device) reads what two wrote
+    from jaxrl import evaluate
+
+    assert evaluate.main([str(tmp_path / "multi")]) == 0
+    evaluation = json.loads((tmp_path / "multi" / "evaluation.json").read_text())
+    np.testing.assert_allclose([s["mean"] for s in evaluation["seeds"]], multi["final_eval_return"], rtol=1e-3)
     # every process restores its shards of the final checkpoint (resume of a finished run: nothing left to train)
     port = _free_port()
     procs = [_launch([f"resume={tmp_path / 'multi'}"], i, port) for i in range(2)]
@@ -255,7 +233,10 @@ def test_a_killed_process_stops_the_other(tmp_path):
     port = _free_port()
     procs = [_launch([*args, f"run_dir={tmp_path / 'run'}"], i, port) for i in range(2)]
     try:
-        time.sleep(25)  # both joined and training
+        for line in procs[0].stderr:  # process 0 reports once both have joined and compiled
+            if line.startswith("compiled in"):
+                break
+        time.sleep(3)  # training
         assert procs[0].poll() is None and procs[1].poll() is None
         procs[1].send_signal(signal.SIGKILL)
         t0 = time.time()

@@ -158,9 +158,10 @@ def _make_brax(canonical: str, backend: str = "positional", episode_length: int 
         raise ConfigError(
             "env", canonical, "is a brax environment and brax is not installed", "pip install 'jaxrl[brax]'"
         )
-    from brax import envs as brax_envs
+    from jaxrl.envs.brax_env import BraxEnv, quietly
 
-    from jaxrl.envs.brax_env import BraxEnv
+    with quietly():
+        from brax import envs as brax_envs
 
     inner = canonical.split(":", 1)[1] if canonical.startswith("brax:") else canonical
     if inner not in brax_envs._envs:  # brax's registry

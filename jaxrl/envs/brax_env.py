@@ -10,6 +10,10 @@ termination.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -18,17 +22,29 @@ import numpy as np
 
 from jaxrl.envs.core import Box, Env
 
-__all__ = ["BraxEnv"]
+__all__ = ["BraxEnv", "quietly"]
+
+
+@contextlib.contextmanager
+def quietly() -> Iterator[None]:
+    """brax's import and env construction print to stdout (mujoco's optional
+    warp backend: "Failed to import warp") and warn that brax is unmaintained;
+    neither is news to a jaxrl user, so neither reaches the terminal."""
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        yield
 
 
 class BraxEnv(Env):
     """A brax ``PipelineEnv`` with a time limit and a fresh-state auto-reset."""
 
     def __init__(self, name: str, backend: str = "positional", episode_length: int = 1000, action_repeat: int = 1):
-        from brax import envs as brax_envs
-        from brax.envs.wrappers.training import EpisodeWrapper
+        with quietly():
+            from brax import envs as brax_envs
+            from brax.envs.wrappers.training import EpisodeWrapper
 
-        raw = brax_envs.get_environment(name, backend=backend)
+            raw = brax_envs.get_environment(name, backend=backend)
         self.raw = raw
         self.env = EpisodeWrapper(raw, episode_length, action_repeat)
         self.name = name

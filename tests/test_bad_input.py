@@ -1,0 +1,124 @@
+"""Bad input to every CLI: exit 2, one line naming the field, value,
+constraint and fix, no traceback, nothing written.
+
+Each case is what a user might type: types, ranges, sizes beyond what the
+machine or the integer types hold, empty values, malformed overrides, files
+where directories are expected, paths that cannot be created, corrupt run
+directories. (Unknown keys, bad ranges and checkpoints: tests/test_config.py,
+tests/test_cli.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxrl import evaluate, export, report, sweep, train
+from tests.configs import CARTPOLE_TINY
+
+TINY = ["env=cartpole", *CARTPOLE_TINY, "seeds=2", "progress=false", "plots=false"]
+CLIS = {
+    "train": train.main,
+    "sweep": sweep.main,
+    "evaluate": evaluate.main,
+    "export": export.main,
+    "report": report.main,
+}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("bad") / "run"
+    assert train.main([*TINY, f"run_dir={run_dir}"]) == 0
+    return run_dir
+
+
+CASES = [
+    # integers the program's types cannot hold
+    ("train", ["seed=4294967296"], "seed=4294967296: seed ids must be below 2^32"),
+    ("train", ["seeds=[0,4294967296]"], "seed ids must be below 2^32"),
+    ("train", ["seeds=2000000"], "seeds=2000000: at most 1,048,576 members"),
+    ("train", ["total_timesteps=1e30"], "the program counts at most"),
+    (
+        "train",
+        ["env=pendulum", "algo=sac", "algo.buffer_size=1e12"],
+        "algo.buffer_size=1000000000000: must be below 2^31",
+    ),
+    ("train", ["eval.max_steps=1e12"], "eval.max_steps=1000000000000: must be below 2^31"),
+    # numbers that pass no range check by themselves
+    ("train", ["algo.lr=inf"], "algo.lr=inf: must be a finite number"),
+    ("train", ["pbt.perturb_factors=[0.8,nan]"], "pbt.perturb_factors=[0.8, nan]: must hold finite numbers"),
+    # more than the machine holds
+    ("train", ["algo.hidden_sizes=[100000000]", "run_dir={tmp}/huge"], "memory="),
+    ("evaluate", ["{run}", "episodes=1000000000"], "memory="),
+    ("evaluate", ["{run}", "episodes=10000000000"], "episodes=10000000000: must be below 2^31"),
+    ("sweep", ["env=cartpole", "seeds=16", "sweep.samples=100000", "algo.lr=interval(1e-4,1e-3)"], "at most 1,048,576"),
+    # malformed or empty values
+    ("train", ["=3"], "has nothing before '='"),
+    ("train", ["a.b.c=1"], "a.b.c=1: unknown config key"),
+    ("train", ["algo.hidden_sizes=64"], "algo.hidden_sizes=64: must be a list; fix: pass algo.hidden_sizes=[64,64]"),
+    ("train", ["num_envs="], "num_envs=: must be an integer"),
+    ("train", ["resume="], "resume=: needs the run directory"),
+    ("evaluate", [], "run_dir=(none): a run directory is needed"),
+    ("export", [], "run_dir=(none): a run directory is needed"),
+    ("report", [], "run_dir=(none): at least one run"),
+    ("report", ["{run}", "target=nan"], "target=nan: must be a finite number"),
+    # files where directories are expected, paths that cannot be made
+    ("train", [*TINY, "run_dir={file}"], "is a file, not a directory"),
+    ("train", [*TINY, "run_dir={file}/run"], "cannot be created"),
+    ("train", [*TINY, "runs_root={file}"], "runs_root={file}: is a file, not a directory"),
+    ("sweep", [*TINY, "algo.lr=1e-3,3e-3", "run_dir={file}"], "is a file, not a directory"),
+    ("export", ["{run}", "out={file}"], "out={file}: is a file, not a directory"),
+    ("export", ["{run}", "out={file}/policy"], "out={file}/policy: cannot be created"),
+    ("report", ["{run}", "out={file}"], "out={file}: is a file, not a directory"),
+    ("evaluate", ["{file}"], "does not exist"),
+    ("evaluate", ["{tmp}/nope"], "does not exist"),
+    ("evaluate", ["{run}", "seed=7"], "seed=7: is not in this run (seeds: [0, 1])"),
+    ("evaluate", ["{run}", "episodes=0"], "episodes=0: must be a positive integer"),
+    ("evaluate", ["{run}", "colour=red"], "colour=red: unknown option"),
+    ("export", ["{tmp}/nope"], "does not exist"),
+    ("export", ["{run}", "seed=9"], "seed=9: is not in this run"),
+    ("report", ["{tmp}/corrupt"], "holds unreadable results"),
+]
+
+
+@pytest.mark.parametrize("cli, argv, expected", CASES, ids=[f"{c}-{' '.join(a)[:40]}" for c, a, _ in CASES])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(cli, argv, expected, finished, tmp_path, capsys):
+    file = tmp_path / "file.txt"
+    file.write_text("not a directory")
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "summary.json").write_text("{not json")
+    before = {p: p.stat().st_mtime_ns for p in finished.rglob("*")}
+    subs = {"{run}": str(finished), "{file}": str(file), "{tmp}": str(tmp_path)}
+    for key, value in subs.items():
+        argv = [a.replace(key, value) for a in argv]
+        expected = expected.replace(key, value)
+    capsys.readouterr()
+    assert CLIS[cli](argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "fix: " in lines[0], err
+    assert expected in lines[0], lines[0]
+    assert "Traceback" not in out + err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt", "file.txt"]  # nothing written here
+    assert {p: p.stat().st_mtime_ns for p in finished.rglob("*")} == before  # nor into the run
+
+
+def test_brax_chatter_stays_off_the_terminal(tmp_path):
+    """An error after brax is imported is still one line: brax's warnings and
+    mujoco's "Failed to import warp" never reach stdout or stderr."""
+    pytest.importorskip("brax")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrl.train", "env=ant", "seeds=3", "devices=4", f"run_dir={tmp_path / 'run'}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("error: devices=4") and not (tmp_path / "run").exists()

@@ -1,0 +1,423 @@
+"""The README's commands, run the way a user runs them.
+
+Every command of the README's "Two commands", "After training", "Sweeps, PBT
+and held-out evaluation" and "Continuous control" sections runs here as a
+subprocess in the CLI's default device layout: no ``JAXRL_CPU_DEVICES``,
+``JAXRL_CPU_THREADS`` or ``PJRT_NPROC`` pin, so on a 2-core machine the CLI
+splits the CPU into 2 XLA:CPU devices as it does for users. Budgets are
+shrunk by overrides only (``total_timesteps``, ``num_evals``, counts of
+envs, samples and episodes); the main command runs at its full budget.
+``test_every_readme_command_is_run_here`` fails when the README gains,
+loses or changes a command that is not in :data:`COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS = ("Two commands", "After training", "Sweeps, PBT and held-out evaluation", "Continuous control")
+PINS = ("JAXRL_CPU_DEVICES", "JAXRL_CPU_THREADS", "PJRT_NPROC", "NPROC", "XLA_FLAGS")
+
+MAIN = "python -m jaxrl.train env=cartpole seeds=16"
+SUMMARY_FIELDS = {  # DESIGN.md's contract for summary.json
+    "env",
+    "algo",
+    "seeds",
+    "total_timesteps",
+    "final_eval_return",
+    "mean",
+    "median",
+    "iqm",
+    "ci95",
+    "solved_fraction",
+    "compile_time_s",
+    "train_time_s",
+    "env_steps_per_s",
+}
+RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.M)
+
+# README command → the overrides that shrink its budget (None: run as written).
+TINY_CARTPOLE = {"total_timesteps": "8192", "num_evals": "2", "eval.episodes": "4"}
+COMMANDS: dict[str, dict[str, str] | None] = {
+    "make train": None,  # = MAIN, checked against the Makefile
+    "make test": None,  # the suite this module is part of
+    MAIN: None,  # the main command, at its full budget
+    "python -m jaxrl.train env=acrobot seeds=8 algo.lr=1e-3 total_timesteps=2e5": {
+        "total_timesteps": "16384",
+        "num_evals": "2",
+        "eval.episodes": "2",
+    },
+    "python -m jaxrl.evaluate RUN_DIR": None,
+    "python -m jaxrl.evaluate RUN_DIR episodes=100 seed=3 deterministic=false": None,
+    "python -m jaxrl.evaluate RUN_DIR seed=0 render=true": None,
+    "python -m jaxrl.export RUN_DIR seed=3": None,
+    "python -m jaxrl.train env=cartpole logger=tensorboard": TINY_CARTPOLE,
+    "python -m jaxrl.sweep env=cartpole seeds=16 algo.lr=1e-3,3e-3,5e-3 algo.ent_coef=0,0.01": TINY_CARTPOLE,
+    "python -m jaxrl.sweep env=cartpole seeds=8 sweep.samples=64 algo.lr='tag(log,interval(1e-4,1e-2))' "
+    "algo.ent_coef='interval(0,0.02)' algo.clip_eps=0.1,0.2": {**TINY_CARTPOLE, "sweep.samples": "3"},
+    "python -m jaxrl.report runs/sweep-CartPole-v1-ppo-… runs/CartPole-v1-ppo-…": None,
+    "python -m jaxrl.train env=cartpole pbt.population=16 pbt.interval=20 pbt.hparams=[lr,ent_coef,clip_eps]": {
+        "total_timesteps": "12288",
+        "num_evals": "2",
+        "eval.episodes": "2",
+    },
+    'python -m jaxrl.train env=cartpole seeds=16 eval.perturb="length=0.25,0.5,1.0 gravity=9.8,12"': TINY_CARTPOLE,
+    # SAC's and brax PPO's CI learning budgets (LEARNS below)
+    "python -m jaxrl.train env=pendulum algo=sac seeds=4": {
+        "total_timesteps": "10000",
+        "num_evals": "2",
+        "eval.episodes": "4",
+    },
+    "python -m jaxrl.train env=pendulum seeds=4": {
+        "total_timesteps": "8192",
+        "num_evals": "2",
+        "eval.episodes": "2",
+        "algo.update_epochs": "2",
+    },
+    "pip install -e '.[brax]'": None,  # the dev extras `make test` installs include brax
+    "python -m jaxrl.train env=inverted_pendulum seeds=2": {
+        "total_timesteps": "120000",
+        "num_evals": "2",
+        "eval.episodes": "4",
+    },
+    "python -m jaxrl.train env=inverted_pendulum algo=sac seeds=2": {
+        "total_timesteps": "1536",
+        "algo.learning_starts": "1024",
+        "num_evals": "1",
+        "eval.episodes": "2",
+        "env.episode_length": "100",
+    },
+    "python -m jaxrl.train env=ant seeds=1 total_timesteps=1310720 num_evals=2": {
+        "num_envs": "16",
+        "algo.num_steps": "8",
+        "algo.num_minibatches": "4",
+        "total_timesteps": "256",
+        "num_evals": "1",
+        "eval.episodes": "2",
+        "env.episode_length": "50",
+    },
+}
+
+
+def readme_commands() -> list[str]:
+    """The commands of :data:`SECTIONS`: each line of their ``bash`` blocks
+    (comments dropped, continuation lines joined) and each inline
+    ``python -m jaxrl.…`` span of their prose."""
+    text = (REPO / "README.md").read_text()
+    found: list[str] = []
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        if not section.startswith(SECTIONS):
+            continue
+        for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                command = re.sub(r"\s+#.*$", "", line).strip() if not line.lstrip().startswith("#") else ""
+                if command:
+                    found.append(" ".join(command.split()))
+        prose = re.sub(r"```.*?```", "", section, flags=re.S)
+        found += [" ".join(span.split()) for span in re.findall(r"`(python -m jaxrl\.[^`]+)`", prose)]
+    return found
+
+
+def user_env() -> dict[str, str]:
+    """The test session's environment without the layout pins tests/conftest.py sets."""
+    env = {k: v for k, v in os.environ.items() if k not in PINS}
+    env.update(JAX_PLATFORMS="cpu", MPLBACKEND="Agg", WANDB_MODE="offline")
+    return env
+
+
+def shrink(command: str, changes: dict[str, str] | None) -> list[str]:
+    """``command`` as argv, with its budget keys replaced (or appended)."""
+    argv = shlex.split(command)
+    for key, value in (changes or {}).items():
+        spot = [i for i, a in enumerate(argv) if a.partition("=")[0] == key]
+        if spot:
+            argv[spot[0]] = f"{key}={value}"
+        else:
+            argv.append(f"{key}={value}")
+    return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
+
+
+def run(command: str, cwd: Path, changes: dict[str, str] | None = None, **subs: str) -> subprocess.CompletedProcess:
+    for name, value in subs.items():
+        command = command.replace(name, value)
+    proc = subprocess.run(
+        shrink(command, changes), cwd=cwd, env=user_env(), capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, f"{command}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def run_dir_of(proc: subprocess.CompletedProcess) -> Path:
+    found = RUN_DIR_LINE.findall(proc.stderr)
+    assert found, proc.stderr[-2000:]
+    return Path(found[-1])
+
+
+def default_devices(members: int) -> int:
+    """The layout the CLI picks by default: one device per usable core (≤ 8),
+    as many as divide the members."""
+    cores = min(8, len(os.sched_getaffinity(0)))
+    return max(d for d in range(1, cores + 1) if members % d == 0)
+
+
+def check_train_run(proc: subprocess.CompletedProcess, members: int, solved: str | None = None) -> tuple[Path, dict]:
+    """What the README says a training run prints and writes."""
+    run_dir = run_dir_of(proc)
+    for name in ("config.yaml", "metrics.jsonl", "summary.json", "curves.png"):
+        assert (run_dir / name).is_file(), name
+    assert any(p.name.isdigit() for p in (run_dir / "checkpoints").iterdir())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert SUMMARY_FIELDS <= set(summary), SUMMARY_FIELDS - set(summary)
+    assert len(summary["final_eval_return"]) == members == len(summary["seeds"])
+    lo, hi = summary["ci95"]
+    assert lo <= summary["iqm"] <= hi
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["run_dir"] == str(run_dir)
+    devices = default_devices(members)
+    assert summary["devices"] == devices
+    assert (f"({devices} devices, members sharded)" if devices > 1 else "(1 device") in proc.stderr
+    assert "IQM" in proc.stdout and "95% CI" in proc.stdout
+    if solved is not None:
+        assert f"solved          {solved}" in proc.stdout, proc.stdout
+    return run_dir, summary
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    """The user's working directory: runs land in its runs/."""
+    return tmp_path_factory.mktemp("user")
+
+
+@pytest.fixture(scope="module")
+def main_run(home) -> tuple[Path, dict]:
+    proc = run(MAIN, home)
+    assert "compiled in" in proc.stderr and "return mean" in proc.stderr  # live progress
+    return check_train_run(proc, 16, solved="16 / 16")
+
+
+def test_every_readme_command_is_run_here():
+    assert sorted(set(readme_commands())) == sorted(COMMANDS)
+
+
+def test_make_train_is_the_main_command():
+    recipe = (REPO / "Makefile").read_text().split("\ntrain:", 1)[1].split("\n\n", 1)[0]
+    assert "$(BIN)/python -m jaxrl.train env=cartpole seeds=16" in recipe
+    assert f"then: {MAIN}" in (REPO / "README.md").read_text()
+
+
+def test_main_command_solves_every_seed(main_run):
+    """The CartPole preset at its full budget: every seed solves (random play
+    scores ≈ 9-10; experiments/robust_cartpole.py: 256 of 256 seeds)."""
+    run_dir, summary = main_run
+    assert summary["solved_fraction"] == 1.0 and summary["total_timesteps"] >= 200_000
+    assert summary["cpu_threads"] is None
+
+
+def test_load_policy_is_the_networks_argmax(main_run):
+    import jax
+
+    import jaxrl
+    from jaxrl.policy import open_run
+
+    run_dir, _ = main_run
+    act = jaxrl.load_policy(str(run_dir), seed=5)
+    obs = jax.random.uniform(jax.random.key(0), (64, 4), minval=-0.2, maxval=0.2)
+    actions = np.asarray(jax.jit(act)(obs, jax.random.key(1)))
+    run = open_run(str(run_dir))
+    params = jax.tree.map(lambda x: x[5], run.carry.states.agent.params)  # seed 5 is member 5
+    logits, _ = run.trainer.agent.network.apply(params, obs)
+    np.testing.assert_array_equal(actions, np.argmax(np.asarray(logits), axis=-1))
+    single = act(obs[0], jax.random.key(2))
+    assert single.shape == () and int(single) == actions[0]
+
+
+def test_evaluate_replays_the_final_evaluation_exactly(main_run, home):
+    run_dir, summary = main_run
+    proc = run("python -m jaxrl.evaluate RUN_DIR", home, RUN_DIR=str(run_dir))
+    assert "across 16 seeds: IQM" in proc.stdout
+    assert "note:" not in proc.stderr  # same layout as training
+    result = json.loads((run_dir / "evaluation.json").read_text())
+    assert [s["mean"] for s in result["seeds"]] == summary["final_eval_return"]
+
+
+def test_evaluate_sampled_episodes_of_one_seed(main_run, home):
+    run_dir, _ = main_run
+    run("python -m jaxrl.evaluate RUN_DIR episodes=100 seed=3 deterministic=false", home, RUN_DIR=str(run_dir))
+    result = json.loads((run_dir / "evaluation.json").read_text())
+    assert [s["seed"] for s in result["seeds"]] == [3] and len(result["seeds"][0]["returns"]) == 100
+    assert result["deterministic"] is False
+
+
+def test_evaluate_renders_a_gif(main_run, home):
+    from PIL import Image
+
+    run_dir, _ = main_run
+    proc = run("python -m jaxrl.evaluate RUN_DIR seed=0 render=true", home, RUN_DIR=str(run_dir))
+    gif = run_dir / "episode-seed0.gif"
+    assert str(gif) in proc.stdout
+    with Image.open(gif) as image:
+        assert image.n_frames == json.loads((run_dir / "evaluation.json").read_text())["render"]["frames"] > 1
+
+
+EXPORTED = r"""
+import json, sys
+sys.modules["jaxrl"] = None  # jax and numpy alone
+import jax, numpy as np
+here = sys.argv[1]
+exported = jax.export.deserialize(open(f"{here}/policy.jaxexport", "rb").read())
+params = np.load(f"{here}/params.npz")
+leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
+obs = np.asarray(json.loads(sys.argv[2]), np.float32)
+print(json.dumps(np.asarray(exported.call(leaves, obs, np.zeros(2, np.uint32))).tolist()))
+"""
+
+
+def test_export_then_run_without_jaxrl_and_load_policy(main_run, home):
+    import jax
+
+    import jaxrl
+
+    run_dir, _ = main_run
+    proc = run("python -m jaxrl.export RUN_DIR seed=3", home, RUN_DIR=str(run_dir))
+    out = run_dir / "export-seed3"
+    assert str(out) in proc.stdout
+    for name in ("policy.jaxexport", "params.npz", "policy.json", "run_policy.py"):
+        assert (out / name).is_file(), name
+    spec = json.loads((out / "policy.json").read_text())
+    assert spec["obs_shape"] == [4] and spec["action"] == {"kind": "discrete", "n": 2} and spec["seed"] == 3
+    printed = subprocess.run(
+        [sys.executable, str(out / "run_policy.py"), str(out)], env=user_env(), capture_output=True, text=True
+    )
+    assert printed.returncode == 0 and printed.stdout.strip(), printed.stderr[-2000:]
+    obs = np.asarray(jax.random.uniform(jax.random.key(3), (9, 4), minval=-0.2, maxval=0.2))
+    exported = subprocess.run(
+        [sys.executable, "-c", EXPORTED, str(out), json.dumps(obs.tolist())],
+        env=user_env(),
+        capture_output=True,
+        text=True,
+        cwd=home,
+    )
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    act = jaxrl.load_policy(str(run_dir), seed=3)  # this process: one device, as a user's Python has
+    assert json.loads(exported.stdout) == np.asarray(act(obs, jax.random.key(0))).tolist()
+
+
+def test_tensorboard_logger(home):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    command = "python -m jaxrl.train env=cartpole logger=tensorboard"
+    proc = run(command, home, COMMANDS[command])
+    run_dir, summary = check_train_run(proc, 16)
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"eval/return/seed_0", "eval/return_iqm", "train/episode_return/seed_0", "train/loss/seed_0"} <= tags
+    assert events.Scalars("eval/return/seed_0")[-1].value == pytest.approx(summary["final_eval_return"][0])
+
+
+def test_acrobot_variant(home):
+    command = "python -m jaxrl.train env=acrobot seeds=8 algo.lr=1e-3 total_timesteps=2e5"
+    check_train_run(run(command, home, COMMANDS[command]), 8)
+
+
+@pytest.fixture(scope="module")
+def grid_sweep(home) -> Path:
+    command = "python -m jaxrl.sweep env=cartpole seeds=16 algo.lr=1e-3,3e-3,5e-3 algo.ent_coef=0,0.01"
+    proc = run(command, home, COMMANDS[command])
+    assert "6 configurations × 16 seeds = 96 runs in 1 compiled program(s)" in proc.stderr
+    found = re.findall(r"^sweep directory: (.+)$", proc.stderr, re.M)
+    sweep_dir = Path(found[-1])
+    assert sweep_dir.name.startswith("sweep-CartPole-v1-ppo-")
+    for name in ("sweep.json", "report.md", "report.csv", "report.json"):
+        assert (sweep_dir / name).is_file(), name
+    return sweep_dir
+
+
+def test_grid_sweep_and_its_policies(grid_sweep):
+    import jax
+
+    import jaxrl
+
+    report = json.loads((grid_sweep / "report.json").read_text())
+    assert len(report["rows"]) == 6
+    group = grid_sweep / "group-0"
+    labels = [c["label"] for c in json.loads((group / "summary.json").read_text())["configs"]]
+    act = jaxrl.load_policy(str(group), seed=5, config=labels[-1])
+    assert np.asarray(act(np.zeros((3, 4), np.float32), jax.random.key(0))).shape == (3,)
+
+
+def test_random_search(home):
+    command = next(c for c in COMMANDS if "sweep.samples=64" in c)
+    proc = run(command, home, COMMANDS[command])
+    assert "3 configurations × 8 seeds = 24 runs" in proc.stderr
+
+
+def test_report_compares_a_sweep_and_a_run(grid_sweep, main_run, home):
+    run_dir, _ = main_run
+    command = "python -m jaxrl.report runs/sweep-CartPole-v1-ppo-… runs/CartPole-v1-ppo-…"
+    proc = run(
+        command,
+        home,
+        **{"runs/sweep-CartPole-v1-ppo-…": str(grid_sweep), "runs/CartPole-v1-ppo-…": str(run_dir)},
+    )
+    assert "IQM" in proc.stdout and run_dir.name in proc.stdout
+    out = Path(re.findall(r"report written to (.+)$", proc.stderr, re.M)[-1])
+    for name in ("report.md", "report.csv", "report.json"):
+        assert (out / name).is_file(), name
+
+
+def test_pbt(home):
+    import jax
+
+    import jaxrl
+
+    command = next(c for c in COMMANDS if "pbt.population=16" in c)
+    proc = run(command, home, COMMANDS[command])
+    run_dir, summary = check_train_run(proc, 16)
+    assert "PBT: best member" in proc.stdout
+    trajectory = summary["pbt"]["best_trajectory"]
+    assert len(trajectory) == summary["num_chunks"] and set(trajectory[0]["hparams"]) == {"lr", "ent_coef", "clip_eps"}
+    with open(run_dir / "metrics.jsonl") as f:
+        evals = [r for r in map(json.loads, f) if r["type"] == "eval"]
+    assert all(len(r["hparams"]["lr"]) == 16 for r in evals)
+    assert sum(p >= 0 for r in evals for p in r["parents"]) > 0  # members were copied
+    assert evals[-1]["parents"] == [-1] * 16  # no PBT step after the final evaluation
+    act = jaxrl.load_policy(str(run_dir), seed=summary["pbt"]["best_member"])
+    assert np.asarray(act(np.zeros((4,), np.float32), jax.random.key(0))).shape == ()
+
+
+def test_heldout_evaluation(home):
+    command = next(c for c in COMMANDS if "eval.perturb" in c)
+    proc = run(command, home, COMMANDS[command])
+    run_dir, summary = check_train_run(proc, 16)
+    assert "held-out evaluation" in proc.stdout
+    assert len(summary["heldout"]) == 1 + 3 * 2  # the training setting and every combination
+
+
+CONTINUOUS = [c for c in COMMANDS if re.search(r"env=(pendulum|inverted_pendulum|ant|halfcheetah) ", c)]
+# every seed beats this final return at the CI budget (random play: Pendulum ≈ −1200, inverted_pendulum 5–30)
+LEARNS = {
+    "python -m jaxrl.train env=pendulum algo=sac seeds=4": -400.0,
+    "python -m jaxrl.train env=inverted_pendulum seeds=2": 500.0,
+}
+
+
+@pytest.mark.parametrize("command", CONTINUOUS)
+def test_continuous_control(command, home):
+    members = int(re.search(r"seeds=(\d+)", command).group(1))
+    run_dir, summary = check_train_run(run(command, home, COMMANDS[command]), members)
+    final = np.asarray(summary["final_eval_return"], float)
+    assert np.all(np.isfinite(final))
+    if command in LEARNS:
+        assert np.all(final > LEARNS[command]), final
