@@ -1,6 +1,6 @@
 """How close ``evaluate`` on another device layout comes to the training run.
 
-    python experiments/layouts.py [--written 2] [--read 1 2 4] [--out experiments/results/layouts.json]
+    python experiments/layouts.py [--written 2] [--read 1 2 4] [--out experiments/results/layouts-jaxX.Y.json]
 
 For each case, one ``python -m jaxrl.train`` on ``--written`` simulated
 XLA:CPU devices, then ``python -m jaxrl.evaluate RUN_DIR`` on each ``--read``
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--written", type=int, default=2)
     parser.add_argument("--read", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    parser.add_argument("--out", default="experiments/results/layouts.json")
+    parser.add_argument("--out", default=None, help="default: experiments/results/layouts-jax<major.minor>.json")
     args = parser.parse_args()
     if args.written < 1 or any(r < 1 for r in args.read):
         sys.exit("layouts.py: --written and --read take device counts ≥ 1")
@@ -82,8 +82,9 @@ def main() -> None:
                 )
     import jax
 
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
+    out = args.out or "experiments/results/layouts-jax{}.{}.json".format(*jax.__version_info__[:2])
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w") as f:
         json.dump({"jax_version": jax.__version__, "rows": rows}, f, indent=2)
         f.write("\n")
 
