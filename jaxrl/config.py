@@ -20,8 +20,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from jaxrl.algos.base import configs as algo_configs
 
 __all__ = [
     "Config",
@@ -166,7 +169,8 @@ class SACConfig:
     )
 
 
-ALGOS: dict[str, type] = {"ppo": PPOConfig, "sac": SACConfig}
+# {name: config class} of every registered algorithm (the hydra group `algo`).
+ALGOS: Mapping[str, type] = algo_configs
 
 
 @dataclass(frozen=True)
@@ -301,106 +305,27 @@ def seed_ids(config: Config) -> tuple[int, ...]:
 # Presets: settings per (env, algo), applied under the user's overrides
 # ---------------------------------------------------------------------------
 
-PRESETS: dict[tuple[str, str], dict[str, Any]] = {
-    # Tuned to solve CartPole (deterministic eval ≥ 475) on every seed fast on a
-    # 2-core CPU. experiments/robust_cartpole.py runs exactly the CLI's program:
-    # 256 of 256 seeds (0-255) solved (again after this round's changes to sampling); with clip_eps=0.2, 191 of 192 (README).
-    ("CartPole-v1", "ppo"): {
-        "num_envs": 8,
-        "total_timesteps": 200_000,
-        "num_evals": 10,
-        "algo.num_steps": 32,
-        "algo.update_epochs": 2,
-        "algo.num_minibatches": 4,
-        "algo.lr": 5e-3,
-        "algo.ent_coef": 0.0,
-        "algo.clip_eps": 0.1,
-    },
-    ("Acrobot-v1", "ppo"): {"num_envs": 16, "total_timesteps": 500_000},
-    ("MountainCar-v0", "ppo"): {"num_envs": 16, "total_timesteps": 1_000_000},
-    # PPO on Pendulum: IQM ≈ −206 over 4 seeds at 300k steps (README).
-    ("Pendulum-v1", "ppo"): {
-        "num_envs": 16,
-        "total_timesteps": 300_000,
-        "num_evals": 10,
-        "algo.num_steps": 128,
-        "algo.update_epochs": 10,
-        "algo.num_minibatches": 8,
-        "algo.gamma": 0.9,
-        "algo.gae_lambda": 0.95,
-        "algo.lr": 1e-3,
-        "algo.ent_coef": 0.0,
-        "algo.normalize_obs": True,
-        "algo.clip_value": False,
-    },
-    # SAC on Pendulum: within 20k env steps per seed (README).
-    ("Pendulum-v1", "sac"): {
-        "num_envs": 4,
-        "total_timesteps": 20_000,
-        "num_evals": 10,
-        "algo.num_steps": 8,
-        "algo.hidden_sizes": [64, 64],
-    },
-    # SAC on brax's inverted pendulum: 1000 on 2 of 2 seeds at 30k steps in a
-    # 4-configuration sweep (lr 3e-4/1e-3 × init_alpha 0.1/1; README).
-    ("inverted_pendulum", "sac"): {
-        "num_envs": 8,
-        "total_timesteps": 30_000,
-        "num_evals": 6,
-        "algo.num_steps": 8,
-        "algo.hidden_sizes": [64, 64],
-        "algo.lr": 1e-3,
-    },
-    # brax's published PPO settings (brax training colab), in jaxrl's terms:
-    # num_steps = batch_size × num_minibatches × unroll_length / num_envs.
-    ("inverted_pendulum", "ppo"): {
-        "num_envs": 64,
-        "total_timesteps": 300_000,
-        "num_evals": 6,
-        "algo.num_steps": 32,
-        "algo.update_epochs": 4,
-        "algo.num_minibatches": 8,
-        "algo.gamma": 0.97,
-        "algo.lr": 3e-4,
-        "algo.ent_coef": 0.01,
-        "algo.normalize_obs": True,
-        "algo.normalize_value": True,
-        "algo.clip_value": False,
-    },
-    ("halfcheetah", "ppo"): {  # brax: 50M steps, 2048 envs, batch 512 × 32 minibatches × unroll 20
-        "num_envs": 2048,
-        "total_timesteps": 50_000_000,
-        "num_evals": 20,
-        "algo.num_steps": 160,
-        "algo.update_epochs": 8,
-        "algo.num_minibatches": 32,
-        "algo.gamma": 0.95,
-        "algo.lr": 3e-4,
-        "algo.ent_coef": 0.001,
-        "algo.clip_eps": 0.3,
-        "algo.max_grad_norm": 1e9,
-        "algo.normalize_obs": True,
-        "algo.clip_value": False,
-        "algo.lr_schedule": "constant",
-    },
-    ("ant", "ppo"): {  # brax: 50M steps, 4096 envs, batch 2048 × 32 minibatches × unroll 5, reward × 10
-        "num_envs": 4096,
-        "total_timesteps": 50_000_000,
-        "num_evals": 10,
-        "algo.num_steps": 80,
-        "algo.update_epochs": 4,
-        "algo.num_minibatches": 32,
-        "algo.gamma": 0.97,
-        "algo.lr": 3e-4,
-        "algo.ent_coef": 0.01,
-        "algo.clip_eps": 0.3,
-        "algo.max_grad_norm": 1e9,
-        "algo.reward_scale": 10.0,
-        "algo.normalize_obs": True,
-        "algo.clip_value": False,
-        "algo.lr_schedule": "constant",
-    },
-}
+
+class _Presets(Mapping):
+    """``{(env id, algo name): overrides}`` over the registered algorithms'
+    presets (each algorithm declares its own: :attr:`jaxrl.algos.Algorithm.presets`)."""
+
+    def _items(self) -> dict[tuple[str, str], Mapping[str, Any]]:
+        from jaxrl.algos import get, names
+
+        return {(env, name): p for name in names() for env, p in get(name).presets.items()}
+
+    def __getitem__(self, key: tuple[str, str]) -> Mapping[str, Any]:
+        return self._items()[key]
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+
+PRESETS: Mapping[tuple[str, str], Mapping[str, Any]] = _Presets()
 
 
 # ---------------------------------------------------------------------------
@@ -637,7 +562,9 @@ def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
 
         canonical = canonical_name(env)
         if canonical is not None:
-            preset = PRESETS.get((canonical, algo), {})
+            from jaxrl.algos import get
+
+            preset = dict(get(algo).presets.get(canonical, {}))
     preset_overrides = [f"{k}={_to_override_value(v)}" for k, v in preset.items()]
     try:
         composed = _hydra_compose(preset_overrides + overrides)
@@ -794,21 +721,46 @@ def validate(config: Config) -> Config:
     if config.sweep.samples < 0:
         raise ConfigError("sweep.samples", config.sweep.samples, "must be ≥ 0 (0 = grid)", "pass sweep.samples=64")
 
-    algo = config.algo
-    if isinstance(algo, PPOConfig):
-        _validate_ppo(config, algo)
-    elif isinstance(algo, SACConfig):
-        _validate_sac(config, algo)
+    from jaxrl.algos import get
+
+    algorithm = get(config.algo.name)
+    _validate_actions(config, algorithm)
+    algorithm.validate(config)
     if config.pbt.population:
         for name in config.pbt.hparams:
-            if name not in type(algo).TRACED:
+            if name not in algorithm.traced:
                 raise ConfigError(
                     "pbt.hparams",
                     list(config.pbt.hparams),
-                    f"{name!r} is not a float hyperparameter of {algo.name}",
-                    f"pick from {', '.join(type(algo).TRACED)}",
+                    f"{name!r} is not a float hyperparameter of {algorithm.name}",
+                    f"pick from {', '.join(algorithm.pbt_bounds)}",
+                )
+            if name not in algorithm.pbt_bounds:
+                raise ConfigError(
+                    "pbt.hparams",
+                    list(config.pbt.hparams),
+                    f"{name!r} cannot evolve in {algorithm.name}; evolvable: {', '.join(algorithm.pbt_bounds)}",
+                    f"pass pbt.hparams=[{','.join(list(algorithm.pbt_bounds)[:2])}]",
                 )
     return config
+
+
+def _validate_actions(config: Config, algorithm: Any) -> None:
+    """The env's action kind must be one the algorithm handles (gymnax envs
+    are known by name before they are built; brax envs are continuous)."""
+    from jaxrl import envs
+
+    env = envs.canonical_name(config.env.name)
+    kind = "discrete" if env in envs.DISCRETE_GYMNAX else "continuous" if env is not None else None
+    if kind is not None and kind not in algorithm.actions:
+        other = " or ".join(algorithm.actions)
+        examples = "pendulum, mountaincar-continuous, brax envs" if kind == "discrete" else "cartpole, acrobot"
+        raise ConfigError(
+            "algo",
+            algorithm.name,
+            f"needs {other} actions and {env} has {kind} ones",
+            f"use algo=ppo, or a {other} env ({examples})",
+        )
 
 
 # Integer settings that never reach the program as an int32 (counted exactly on the host).
@@ -857,127 +809,6 @@ def _update_count(config: Config, steps_per_update: int, warmup: int = 0) -> Non
         )
 
 
-def _validate_sac(config: Config, algo: SACConfig) -> None:
-    from jaxrl import envs
-
-    _positive_int("algo.num_steps", algo.num_steps, 1)
-    _positive_int("algo.batch_size", algo.batch_size, 256)
-    _positive_int("algo.buffer_size", algo.buffer_size, 100000)
-    if not algo.utd > 0:
-        raise ConfigError("algo.utd", algo.utd, "must be > 0 (gradient steps per env step)", "pass algo.utd=1")
-    if algo.learning_starts < 0:
-        raise ConfigError("algo.learning_starts", algo.learning_starts, "must be ≥ 0", "pass algo.learning_starts=1000")
-    if algo.buffer_size < config.num_envs * algo.num_steps:
-        raise ConfigError(
-            "algo.buffer_size",
-            algo.buffer_size,
-            f"must hold one update's transitions ({config.num_envs * algo.num_steps})",
-            "pass a larger algo.buffer_size",
-        )
-    if not algo.hidden_sizes or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in algo.hidden_sizes):
-        raise ConfigError(
-            "algo.hidden_sizes",
-            list(algo.hidden_sizes),
-            "must be a non-empty list of positive integers",
-            "pass algo.hidden_sizes=[256,256]",
-        )
-    if algo.activation not in _ACTIVATIONS:
-        raise ConfigError(
-            "algo.activation", algo.activation, f"must be one of {', '.join(_ACTIVATIONS)}", "pass algo.activation=relu"
-        )
-    if not algo.log_std_min < algo.log_std_max:
-        raise ConfigError(
-            "algo.log_std_min",
-            algo.log_std_min,
-            f"must be < algo.log_std_max={algo.log_std_max}",
-            "pass algo.log_std_min=-5",
-        )
-    _unit_interval("algo.gamma", algo.gamma, 0.99)
-    if not 0.0 < float(algo.tau) <= 1.0:
-        raise ConfigError("algo.tau", algo.tau, "must lie in (0, 1]", "pass algo.tau=0.005")
-    for name in ("lr", "alpha_lr", "init_alpha", "max_grad_norm"):
-        if not float(getattr(algo, name)) > 0:
-            raise ConfigError(
-                f"algo.{name}", getattr(algo, name), "must be > 0", f"pass e.g. algo.{name}={getattr(SACConfig, name)}"
-            )
-    if config.total_timesteps < config.num_envs * algo.num_steps + algo.learning_starts:
-        raise ConfigError(
-            "total_timesteps",
-            config.total_timesteps,
-            f"is below the warm-up plus one update ({algo.learning_starts} + {config.num_envs * algo.num_steps})",
-            "pass a larger total_timesteps or a smaller algo.learning_starts",
-        )
-    _update_count(config, config.num_envs * algo.num_steps, algo.learning_starts)
-    env = envs.canonical_name(config.env.name)
-    if env in envs.DISCRETE_GYMNAX:
-        raise ConfigError(
-            "algo",
-            "sac",
-            f"needs continuous actions and {env} has discrete ones",
-            "use algo=ppo, or a continuous env (pendulum, mountaincar-continuous, brax envs)",
-        )
-
-
-def _validate_ppo(config: Config, algo: PPOConfig) -> None:
-    _positive_int("algo.num_steps", algo.num_steps, 128)
-    _positive_int("algo.update_epochs", algo.update_epochs, 4)
-    _positive_int("algo.num_minibatches", algo.num_minibatches, 4)
-    if not algo.hidden_sizes or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in algo.hidden_sizes):
-        raise ConfigError(
-            "algo.hidden_sizes",
-            list(algo.hidden_sizes),
-            "must be a non-empty list of positive integers",
-            "pass algo.hidden_sizes=[64,64]",
-        )
-    if algo.activation not in _ACTIVATIONS:
-        raise ConfigError(
-            "algo.activation", algo.activation, f"must be one of {', '.join(_ACTIVATIONS)}", "pass algo.activation=tanh"
-        )
-    if algo.lr_schedule not in ("constant", "linear", "adaptive"):
-        raise ConfigError(
-            "algo.lr_schedule", algo.lr_schedule, "must be constant, linear or adaptive", "pass algo.lr_schedule=linear"
-        )
-    if algo.squash not in ("tanh", "clip"):
-        raise ConfigError("algo.squash", algo.squash, "must be tanh or clip", "pass algo.squash=tanh")
-    if algo.gae_method not in ("auto", "associative", "scan"):
-        raise ConfigError(
-            "algo.gae_method", algo.gae_method, "must be auto, associative or scan", "pass algo.gae_method=auto"
-        )
-    batch = config.num_envs * algo.num_steps
-    if batch % algo.num_minibatches:
-        raise ConfigError(
-            "algo.num_minibatches",
-            algo.num_minibatches,
-            f"must divide the batch num_envs × algo.num_steps = {config.num_envs} × {algo.num_steps} = {batch}",
-            f"pass a divisor of {batch}, e.g. algo.num_minibatches={_divisor_near(batch, algo.num_minibatches)}",
-        )
-    if config.total_timesteps < batch:
-        raise ConfigError(
-            "total_timesteps",
-            config.total_timesteps,
-            f"is below one rollout (num_envs × algo.num_steps = {batch})",
-            f"pass total_timesteps≥{batch} or fewer num_envs/algo.num_steps",
-        )
-    _update_count(config, batch)
-    _unit_interval("algo.gamma", algo.gamma, 0.99)
-    _unit_interval("algo.gae_lambda", algo.gae_lambda, 0.95)
-    if not float(algo.lr) > 0:
-        raise ConfigError("algo.lr", algo.lr, "must be > 0", "pass e.g. algo.lr=3e-4")
-    if not float(algo.clip_eps) > 0:
-        raise ConfigError("algo.clip_eps", algo.clip_eps, "must be > 0", "pass e.g. algo.clip_eps=0.2")
-    if not float(algo.max_grad_norm) > 0:
-        raise ConfigError("algo.max_grad_norm", algo.max_grad_norm, "must be > 0", "pass e.g. algo.max_grad_norm=0.5")
-    _non_negative("algo.vf_coef", algo.vf_coef, 0.5)
-    _non_negative("algo.ent_coef", algo.ent_coef, 0.01)
-    if algo.lr_schedule == "adaptive":
-        if not float(algo.target_kl) > 0:
-            raise ConfigError("algo.target_kl", algo.target_kl, "must be > 0", "pass e.g. algo.target_kl=0.01")
-        if not 0 < float(algo.min_lr) <= float(algo.max_lr):
-            raise ConfigError(
-                "algo.min_lr", algo.min_lr, f"must satisfy 0 < min_lr ≤ max_lr={algo.max_lr}", "pass algo.min_lr=1e-6"
-            )
-
-
 def _validate_logger(logger: str) -> None:
     import importlib.util
 
@@ -997,13 +828,16 @@ def _validate_parallel(config: Config) -> None:
         raise ConfigError("parallel", config.parallel, "must be seeds or data", "pass parallel=seeds")
     if isinstance(config.devices, bool) or not isinstance(config.devices, int) or config.devices < 0:
         raise ConfigError("devices", config.devices, "must be an integer ≥ 0 (0: all devices)", "pass devices=0")
-    if config.parallel == "data" and config.algo.name != "ppo":
-        raise ConfigError(
-            "parallel",
-            "data",
-            f"splits PPO's envs over devices; {config.algo.name} shards seeds only",
-            "pass parallel=seeds",
-        )
+    if config.parallel == "data":
+        from jaxrl.algos import get
+
+        if not get(config.algo.name).data_parallel:
+            raise ConfigError(
+                "parallel",
+                "data",
+                f"splits one run's envs over devices, which {config.algo.name} does not support (it shards seeds only)",
+                "pass parallel=seeds",
+            )
     dist = config.dist
     if isinstance(dist.num_processes, bool) or not isinstance(dist.num_processes, int) or dist.num_processes < 1:
         raise ConfigError(
@@ -1050,14 +884,6 @@ def _validate_pbt(pbt: PBTConfig) -> None:
         )
     if pbt.init_spread < 1.0:
         raise ConfigError("pbt.init_spread", pbt.init_spread, "must be ≥ 1", "pass pbt.init_spread=2")
-    for name in pbt.hparams:
-        if name not in PBT_BOUNDS:
-            raise ConfigError(
-                "pbt.hparams",
-                list(pbt.hparams),
-                f"{name!r} cannot evolve; known: {', '.join(PBT_BOUNDS)}",
-                "pass pbt.hparams=[lr,ent_coef]",
-            )
 
 
 def _divisor_near(n: int, target: int) -> int:

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -182,8 +183,10 @@ def update_records(
     return records
 
 
-def chunk_training_stats(metrics: Any) -> dict[str, Any]:
-    """Per-member training statistics of a whole chunk (for strided records)."""
+def chunk_training_stats(metrics: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """Per-member training statistics of a whole chunk (for strided records):
+    episode statistics over the chunk's completed episodes, and the mean over
+    its updates of each metric in ``names`` (the algorithm's declared metrics)."""
     import numpy as np
 
     fields = metrics._asdict()
@@ -198,8 +201,9 @@ def chunk_training_stats(metrics: Any) -> dict[str, Any]:
             ),
             "episodes": episodes,
         }
-    for name in ("loss", "entropy", "approx_kl", "explained_variance", "lr"):
-        if name in fields:
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a member whose every update failed: NaN
+        for name in names:
             out[name] = np.nanmean(np.asarray(fields[name], np.float64), axis=1)
     return out
 
@@ -291,6 +295,7 @@ def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, 
     from jaxrl.loop import make_batched
 
     config = job.config
+    algorithm = trainer.algorithm
     use_pbt = config.pbt.population > 0
     keys = jax.vmap(jax.random.key)(np.asarray(job.seeds, np.uint32))
     # at most ~32 host round trips per chunk (each costs ≈ 2 ms on a small CPU)
@@ -306,7 +311,9 @@ def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, 
             return carry.replace(states=states), metrics, None
         pbt_key, key = jax.random.split(carry.pbt_key)
         fitness = metrics.eval.returns.mean(axis=-1)
-        new_states, new_hparams, step = pbt_lib.exploit_explore(states, carry.hparams, fitness, key, config.pbt)
+        new_states, new_hparams, step = pbt_lib.exploit_explore(
+            states, carry.hparams, fitness, key, config.pbt, algorithm.pbt_bounds, algorithm.own_fields
+        )
         last = states.update[0] >= trainer.num_updates  # no PBT step after the final evaluation
 
         def pick(new, old):  # keys are never copied, so they pass through untouched
@@ -331,7 +338,7 @@ def load_carry(job: Job, env: Any, chunk: int | None = None, field: str = "resum
 
     trainer = make_train(job.config, env)
     _, _, _, abstract = build(job, trainer)
-    shardings = parallel.carry_shardings(layout, abstract)
+    shardings = parallel.carry_shardings(layout, abstract, trainer.algorithm.env_fields)
     return Checkpointer(job.run_dir, keep=job.config.keep).restore(abstract, shardings, chunk, field=field)
 
 
@@ -411,9 +418,14 @@ def execute(
     # progress=chunk feeds it between chunks.
     keys, init, program, abstract = build(job, trainer, progress if config.progress is True and primary else None)
     layout = parallel.plan(config, num_members)  # None: one device
-    shardings = parallel.carry_shardings(layout, abstract) if layout else None
+    shardings = parallel.carry_shardings(layout, abstract, trainer.algorithm.env_fields) if layout else None
     too_big = memory.sizes_fix(config, num_members)
-    _fits(job, lambda: memory.check(memory.state_bytes(abstract, layout), layout, "the state", too_big))
+    _fits(
+        job,
+        lambda: memory.check(
+            memory.state_bytes(abstract, layout, trainer.algorithm.env_fields), layout, "the state", too_big
+        ),
+    )
     checkpointer = None
     metrics_log = JsonlWriter(os.path.join(job.run_dir, "metrics.jsonl"))
     start_chunk, train_s_before, carry = 0, 0.0, None
@@ -421,7 +433,9 @@ def execute(
     notes: list[str] = []
     if job.resuming:  # check the checkpoint before printing or compiling anything
         checkpointer = Checkpointer(job.run_dir, keep=config.keep)
-        restored = checkpointer.restore(abstract, parallel.carry_shardings(layout, abstract))
+        restored = checkpointer.restore(
+            abstract, parallel.carry_shardings(layout, abstract, trainer.algorithm.env_fields)
+        )
         carry, meta = restored.state, restored.meta
         if meta.get("config_hash") != chash:
             raise ConfigError("resume", job.run_dir, "checkpoint was written by a different config", "start a new run")
@@ -485,7 +499,9 @@ def execute(
     train_s, last_saved = 0.0, start_chunk
     try:
         writers = (
-            _writers(job, trainer.env_steps(start_chunk * trainer.chunk_updates) if start_chunk else 0)
+            _writers(
+                job, trainer.env_steps(start_chunk * trainer.chunk_updates) if start_chunk else 0, trainer.algorithm
+            )
             if primary
             else []
         )
@@ -539,7 +555,7 @@ def execute(
                 "env_steps_per_s": trainer.chunk_updates * trainer.steps_per_update * num_members / dt,
             }
             if not job.record_updates:
-                record.update(chunk_training_stats(metrics.updates))
+                record.update(chunk_training_stats(metrics.updates, trainer.algorithm.metrics))
             if use_pbt:
                 record["hparams"] = {k: v for k, v in dataclasses.asdict(hparams_now).items()}
                 record["parents"] = np.asarray(step.parents)
@@ -699,8 +715,9 @@ def _flat_config(job: Job) -> dict[str, Any]:
     return flat(to_dict(dataclasses.replace(job.config, run_dir=None, resume=None)))
 
 
-def _writers(job: Job, start_env_steps: int) -> list[Any]:
-    """TensorBoard / W&B writers (``logger=``); one curve per member."""
+def _writers(job: Job, start_env_steps: int, algorithm: Any) -> list[Any]:
+    """TensorBoard / W&B writers (``logger=``); one curve per member and
+    declared metric of ``algorithm``."""
     from jaxrl.logs import make_writers
 
     if job.config.logger == "jsonl":
@@ -712,7 +729,13 @@ def _writers(job: Job, start_env_steps: int) -> list[Any]:
     ]
     config = to_dict(dataclasses.replace(job.config, run_dir=job.run_dir, resume=None))
     return make_writers(
-        job.config.logger, job.run_dir, members, config, job.config.wandb_project, start_env_steps or None
+        job.config.logger,
+        job.run_dir,
+        members,
+        config,
+        job.config.wandb_project,
+        start_env_steps or None,
+        metrics=algorithm.metrics,
     )
 
 

@@ -57,7 +57,6 @@ def export_policy(
 
     from jaxrl.driver import write_json
     from jaxrl.envs import Discrete
-    from jaxrl.pbt import KEEP_OWN
     from jaxrl.policy import open_run
 
     run = open_run(run_dir)
@@ -65,7 +64,9 @@ def export_policy(
         (log or warnings.warn)(note)
     member = run.member_index(run.job.seeds[0] if seed is None else int(seed))
     state = run.agent_state(member)
-    state = state.replace(**{name: None for name in KEEP_OWN})  # envs and PRNG stream are not needed to act
+    state = state.replace(
+        **{name: None for name in run.trainer.algorithm.own_fields}
+    )  # a policy needs no envs or PRNG stream
     leaves, treedef = jax.tree.flatten(state)
     agent = run.trainer.agent
     choose = agent.act if deterministic else agent.sample

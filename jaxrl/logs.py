@@ -202,16 +202,8 @@ class JsonlWriter:
 # ---------------------------------------------------------------------------
 
 LOGGERS = ("jsonl", "tensorboard", "wandb", "tensorboard+wandb")
-_TRAIN_SCALARS = (
-    "episode_return",
-    "episode_length",
-    "loss",
-    "entropy",
-    "approx_kl",
-    "clip_frac",
-    "explained_variance",
-    "lr",
-)
+EPISODE_SCALARS = ("episode_return", "episode_length")  # training episodes (every algorithm)
+EVAL_SCALARS = ("eval_return", "eval_length")
 
 
 def _iqm(values: list[float]) -> float | None:
@@ -223,22 +215,27 @@ def _iqm(values: list[float]) -> float | None:
     return iqm(finite)
 
 
-def scalars(record: dict[str, Any], members: list[str]) -> dict[str, float]:
+def scalars(record: dict[str, Any], members: list[str], metrics: tuple[str, ...] = ()) -> dict[str, float]:
     """Dashboard scalars of one metrics record: one curve per member plus the
-    across-member IQM (non-finite values are left out)."""
+    across-member IQM of the returns (non-finite values are left out).
+
+    ``metrics`` are the algorithm's declared per-update metrics
+    (:attr:`jaxrl.algos.Algorithm.metrics`): under ``train/`` from update
+    records, and from eval records where those carry a chunk's means (sweeps'
+    strided records)."""
     out: dict[str, float] = {}
     prefix = "train" if record["type"] == "update" else "eval"
-    names = _TRAIN_SCALARS if record["type"] == "update" else ("eval_return", "episode_return", "eval_length")
+    if record["type"] == "update":
+        names = (*EPISODE_SCALARS, *metrics)
+    else:
+        names = (*EVAL_SCALARS, *EPISODE_SCALARS, *(m for m in metrics if m in record))
     for name in names:
         values = record.get(name)
         if values is None:
             continue
         values = [None if v is None else float(v) for v in np.asarray(values, dtype=object).tolist()]
         tag = name.removeprefix("eval_") if prefix == "eval" and name.startswith("eval_") else name
-        if prefix == "eval" and name == "episode_return":
-            tag, group = "episode_return", "train"
-        else:
-            group = prefix
+        group = "train" if prefix == "eval" and not name.startswith("eval_") else prefix
         for member, v in zip(members, values, strict=True):
             if v is not None and math.isfinite(v):
                 out[f"{group}/{tag}/{member}"] = v
@@ -253,17 +250,25 @@ class TensorBoardWriter:
     """``<run_dir>/tensorboard``: one scalar curve per member and tag, IQM curves,
     the config as text (tensorboardX)."""
 
-    def __init__(self, run_dir: str, members: list[str], config_text: str, purge_step: int | None = None):
+    def __init__(
+        self,
+        run_dir: str,
+        members: list[str],
+        config_text: str,
+        purge_step: int | None = None,
+        metrics: tuple[str, ...] = (),
+    ):
         from tensorboardX import SummaryWriter
 
         self.members = members
+        self.metrics = metrics
         self.writer = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=purge_step)
         if not purge_step:
             self.writer.add_text("config", "```\n" + config_text + "\n```", 0)
 
     def write(self, records: list[dict[str, Any]]) -> None:
         for record in records:
-            for tag, value in scalars(record, self.members).items():
+            for tag, value in scalars(record, self.members, self.metrics).items():
                 self.writer.add_scalar(tag, value, record["env_steps"])
         self.writer.flush()
 
@@ -279,9 +284,12 @@ class WandbWriter:
     """Weights & Biases run in ``<run_dir>/wandb`` (``WANDB_MODE=offline`` needs
     no network); resumes the same W&B run after ``resume=``."""
 
-    def __init__(self, run_dir: str, members: list[str], config: dict[str, Any], project: str):
+    def __init__(
+        self, run_dir: str, members: list[str], config: dict[str, Any], project: str, metrics: tuple[str, ...] = ()
+    ):
         import wandb
 
+        self.metrics = metrics
         id_path = os.path.join(run_dir, "wandb_id.txt")
         run_id = open(id_path).read().strip() if os.path.exists(id_path) else uuid.uuid4().hex[:12]
         with open(id_path, "w") as f:
@@ -299,7 +307,7 @@ class WandbWriter:
 
     def write(self, records: list[dict[str, Any]]) -> None:
         for record in records:
-            values = scalars(record, self.members)
+            values = scalars(record, self.members, self.metrics)
             if values:
                 self.run.log(values, step=int(record["env_steps"]))
 
@@ -311,16 +319,24 @@ class WandbWriter:
 
 
 def make_writers(
-    logger: str, run_dir: str, members: list[str], config: dict[str, Any], project: str, purge_step: int | None
+    logger: str,
+    run_dir: str,
+    members: list[str],
+    config: dict[str, Any],
+    project: str,
+    purge_step: int | None,
+    metrics: tuple[str, ...] = (),
 ) -> list[Any]:
-    """The dashboard writers ``logger`` asks for (JSON lines are always written)."""
+    """The dashboard writers ``logger`` asks for (JSON lines are always
+    written); ``metrics``: the algorithm's declared per-update metrics."""
     import yaml
 
     writers: list[Any] = []
     if "tensorboard" in logger:
-        writers.append(TensorBoardWriter(run_dir, members, yaml.safe_dump(config, sort_keys=False), purge_step))
+        text = yaml.safe_dump(config, sort_keys=False)
+        writers.append(TensorBoardWriter(run_dir, members, text, purge_step, metrics))
     if "wandb" in logger:
-        writers.append(WandbWriter(run_dir, members, config, project))
+        writers.append(WandbWriter(run_dir, members, config, project, metrics))
     return writers
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from jaxrl.evaluate import EvalMetrics
 
 from jaxrl import envs as envs_lib
-from jaxrl.agent import module_for
+from jaxrl.algos import get as get_algorithm
 from jaxrl.config import Config, seed_ids
 
 __all__ = [
@@ -71,12 +71,13 @@ class Trainer(NamedTuple):
     hparams: Any  # default traced hyperparameters from the config
     config: Config
     env: envs_lib.Env
-    agent: Any
+    agent: Any  # jaxrl.algos.Agent
     num_updates: int  # total updates per seed
     chunk_updates: int  # updates per chunk
     num_chunks: int
     steps_per_update: int  # env steps per update and seed
     warmup_steps: int = 0  # env steps per seed taken before the first update
+    algorithm: Any = None  # jaxrl.algos.Algorithm: the declarations the host reads
 
     def env_steps(self, updates: int) -> int:
         """Env steps per seed after ``updates`` updates (host-side Python int)."""
@@ -110,9 +111,8 @@ def schedule(config: Config) -> tuple[int, int, int]:
 
 def warmup_steps(config: Config) -> int:
     """Env steps per seed an algorithm takes before its first update (SAC's
-    random-action warm-up), rounded up to whole steps of all envs."""
-    start = int(getattr(config.algo, "learning_starts", 0))
-    return math.ceil(start / config.num_envs) * config.num_envs
+    random-action warm-up): :attr:`jaxrl.algos.Algorithm.warmup`."""
+    return int(get_algorithm(config.algo.name).warmup(config.algo, config.num_envs))
 
 
 def seed_keys(config: Config) -> jax.Array:
@@ -139,9 +139,9 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
     env_params = env.default_params if env_params is None else env_params
     num_updates, chunk_updates, num_chunks = schedule(config)
     algo = config.algo
-    module = module_for(algo)
-    agent = module.make_agent(algo, env, config.num_envs, num_updates, env_params)
-    hparams = module.HParams.from_config(algo)
+    algorithm = get_algorithm(algo.name)
+    agent = algorithm.make_agent(algo, env, config.num_envs, num_updates, env_params)
+    hparams = algorithm.hparams.from_config(algo)
     eval_steps = config.eval.max_steps or env.max_episode_steps or 1000
 
     def init(key: jax.Array, hp: Any) -> TrainState:
@@ -204,6 +204,7 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
         num_chunks=num_chunks,
         steps_per_update=agent.steps_per_update,
         warmup_steps=agent.warmup_steps,
+        algorithm=algorithm,
     )
 
 

@@ -59,7 +59,7 @@ def device_bytes(layout: Any) -> tuple[int | None, str]:
     return host // sharing, where + (f", shared by {sharing} CPU devices" if sharing > 1 else "")
 
 
-def state_bytes(abstract: Any, layout: Any) -> int:
+def state_bytes(abstract: Any, layout: Any, env_fields: tuple[str, ...] = ()) -> int:
     """Bytes of a carry (``jax.eval_shape`` output) held by one device: leaves
     with a member (or env) axis split over the layout, the rest replicated."""
     import jax
@@ -69,7 +69,7 @@ def state_bytes(abstract: Any, layout: Any) -> int:
     if layout is not None:
         from jaxrl.parallel import carry_shardings
 
-        shardings = jax.tree.leaves(carry_shardings(layout, abstract))
+        shardings = jax.tree.leaves(carry_shardings(layout, abstract, env_fields))
     for i, leaf in enumerate(jax.tree.leaves(abstract)):
         size = int(leaf.size) * leaf.dtype.itemsize
         if shardings is not None and not shardings[i].is_fully_replicated:

@@ -45,8 +45,6 @@ __all__ = [
 ]
 
 AXIS = "devices"
-# Fields of an algorithm state that carry the env axis (second, after members).
-ENV_FIELDS = ("env_state", "obs", "discounted_return")
 
 
 @dataclass(frozen=True)
@@ -169,11 +167,13 @@ def member_shardings(layout: Plan, tree: Any) -> Any:
     return jax.tree.map(lambda _: NamedSharding(layout.mesh, P(AXIS)), tree)
 
 
-def carry_shardings(layout: Plan | None, abstract: Any) -> Any:
+def carry_shardings(layout: Plan | None, abstract: Any, env_fields: tuple[str, ...] = ()) -> Any:
     """A sharding per leaf of the driver's carry (``abstract`` from
     ``jax.eval_shape``): seeds mode shards every leaf with a member axis on it;
-    data mode shards the env axis of the env fields and replicates the rest;
-    no layout (one device) puts every leaf on this process's first device."""
+    data mode shards the env axis (second, after members) of the agent-state
+    fields ``env_fields`` (the algorithm's
+    :attr:`~jaxrl.algos.Algorithm.env_fields`) and replicates the rest; no
+    layout (one device) puts every leaf on this process's first device."""
     import jax
     from jax.sharding import NamedSharding, SingleDeviceSharding
     from jax.sharding import PartitionSpec as P
@@ -190,7 +190,11 @@ def carry_shardings(layout: Plan | None, abstract: Any) -> Any:
         if layout.mode == "seeds":
             member_axis = name.startswith((".states", ".hparams")) and ndim >= 1
             return NamedSharding(mesh, P(AXIS)) if member_axis else replicated
-        if name.startswith(".states.agent") and any(f".{f}" in name for f in ENV_FIELDS) and ndim >= 2:
+        if (
+            name.startswith(".states.agent")
+            and any(name.startswith(f".states.agent.{f}") for f in env_fields)
+            and ndim >= 2
+        ):
             return NamedSharding(mesh, P(None, AXIS))
         return replicated
 

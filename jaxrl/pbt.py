@@ -14,18 +14,17 @@ inside the jitted chunk, so the population never leaves the device.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from jaxrl.config import PBT_BOUNDS, PBTConfig
+from jaxrl.config import PBTConfig
 
-__all__ = ["PBTStep", "init_hparams", "exploit_explore", "KEEP_OWN"]
+__all__ = ["PBTStep", "init_hparams", "exploit_explore"]
 
-# Agent-state fields a member keeps when it copies another: its own envs,
-# observations and PRNG stream.
-KEEP_OWN = ("env_state", "obs", "key")
+Bounds = Mapping[str, tuple[float, float, bool]]  # name -> (lo, hi, log): jaxrl.algos.Algorithm.pbt_bounds
 
 
 class PBTStep(NamedTuple):
@@ -33,18 +32,14 @@ class PBTStep(NamedTuple):
     fitness: jax.Array  # float32 [P]: the score used for ranking
 
 
-def _bounds(name: str) -> tuple[float, float, bool]:
-    return PBT_BOUNDS[name]
-
-
-def init_hparams(base: Any, cfg: PBTConfig, key: jax.Array, population: int) -> Any:
+def init_hparams(base: Any, cfg: PBTConfig, key: jax.Array, population: int, bounds: Bounds) -> Any:
     """Initial population hyperparameters ``[P]``: member 0 keeps ``base``;
     the others draw each evolved value as ``base × f``, ``log f ~ U[−log s, log s]``
     (``s = init_spread``), clipped to its bounds."""
     values = {}
     keys = jax.random.split(key, len(cfg.hparams))
     for k, name in zip(keys, cfg.hparams, strict=True):
-        lo, hi, _ = _bounds(name)
+        lo, hi, _ = bounds[name]
         log_spread = jnp.log(jnp.float32(cfg.init_spread))
         factor = jnp.exp(jax.random.uniform(k, (population,), minval=-log_spread, maxval=log_spread))
         factor = factor.at[0].set(1.0)
@@ -53,8 +48,8 @@ def init_hparams(base: Any, cfg: PBTConfig, key: jax.Array, population: int) -> 
     return batched.replace(**values)
 
 
-def _explore(value: jax.Array, name: str, cfg: PBTConfig, key: jax.Array) -> jax.Array:
-    lo, hi, log = _bounds(name)
+def _explore(value: jax.Array, bound: tuple[float, float, bool], cfg: PBTConfig, key: jax.Array) -> jax.Array:
+    lo, hi, log = bound
     key_choice, key_factor, key_resample = jax.random.split(key, 3)
     factors = jnp.asarray(cfg.perturb_factors, jnp.float32)
     factor = factors[jax.random.randint(key_factor, value.shape, 0, factors.shape[0])]
@@ -67,17 +62,24 @@ def _explore(value: jax.Array, name: str, cfg: PBTConfig, key: jax.Array) -> jax
 
 
 def exploit_explore(
-    states: Any, hparams: Any, fitness: jax.Array, key: jax.Array, cfg: PBTConfig
+    states: Any,
+    hparams: Any,
+    fitness: jax.Array,
+    key: jax.Array,
+    cfg: PBTConfig,
+    bounds: Bounds,
+    own_fields: tuple[str, ...],
 ) -> tuple[Any, Any, PBTStep]:
     """One PBT step on a population ``[P]``.
 
     Members are ranked by ``fitness`` (NaN counts as worst). Each of the
     ``n = max(1, ⌊fraction·P⌋)`` worst members copies a uniformly chosen member
-    of the ``n`` best: its whole training state except :data:`KEEP_OWN`, its
-    failure flag, and its hyperparameters, which it then perturbs — each
-    evolved value is resampled within its bounds with probability
+    of the ``n`` best: its whole training state except ``own_fields`` (the
+    algorithm's :attr:`~jaxrl.algos.Algorithm.own_fields`: its envs and PRNG
+    stream), its failure flag, and its hyperparameters, which it then perturbs
+    — each evolved value is resampled within its ``bounds`` with probability
     ``resample_prob``, else multiplied by a random ``perturb_factors`` entry —
-    and clips to the bounds of :data:`jaxrl.config.PBT_BOUNDS`.
+    and clips to those bounds.
     """
     population = fitness.shape[0]
     n = max(1, int(population * cfg.fraction))
@@ -96,14 +98,14 @@ def exploit_explore(
     copied = {}
     for f in dataclasses.fields(agent):
         value = getattr(agent, f.name)
-        copied[f.name] = value if f.name in KEEP_OWN else jax.tree.map(take, value)
+        copied[f.name] = value if f.name in own_fields else jax.tree.map(take, value)
     new_states = states.replace(agent=agent.replace(**copied), failed_at=take(states.failed_at))
 
     new_hparams = jax.tree.map(take, hparams)
     explored = {}
     for k, name in zip(jax.random.split(key_explore, len(cfg.hparams)), cfg.hparams, strict=True):
         current = getattr(new_hparams, name)
-        explored[name] = jnp.where(replaced, _explore(current, name, cfg, k), current)
+        explored[name] = jnp.where(replaced, _explore(current, bounds[name], cfg, k), current)
     new_hparams = new_hparams.replace(**explored)
     parents = jnp.where(replaced, index, -1).astype(jnp.int32)
     return new_states, new_hparams, PBTStep(parents, score)

@@ -199,7 +199,7 @@ def job_for(config: Config, run_dir: str, resuming: bool) -> Any:
     import jax
     import numpy as np
 
-    from jaxrl.agent import hparams_for
+    from jaxrl.agent import algorithm_for, hparams_for
     from jaxrl.driver import Job
 
     base = hparams_for(config.algo)
@@ -208,7 +208,7 @@ def job_for(config: Config, run_dir: str, resuming: bool) -> Any:
 
         seeds = tuple(range(config.seed, config.seed + config.pbt.population))
         key = jax.random.fold_in(jax.random.key(config.pbt.seed), 1)
-        hparams = pbt.init_hparams(base, config.pbt, key, len(seeds))
+        hparams = pbt.init_hparams(base, config.pbt, key, len(seeds), algorithm_for(config.algo).pbt_bounds)
         label = "pbt"
     else:
         seeds = seed_ids(config)

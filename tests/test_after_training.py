@@ -30,3 +30,29 @@ def test_wandb_offline_run_is_written(tmp_path, monkeypatch):
 def test_load_policy_of_a_missing_run_is_a_config_error(tmp_path):
     with pytest.raises(jaxrl.ConfigError, match="does not exist"):
         jaxrl.load_policy(str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("name", ["ppo", "sac"])
+def test_every_declared_metric_reaches_the_dashboards(name):
+    """Per-update records (train runs) and strided chunk records (sweeps) both
+    carry every metric the algorithm declares, and the TensorBoard / W&B
+    scalars hold one curve per member for each."""
+    from collections import namedtuple
+
+    import numpy as np
+
+    from jaxrl import algos, driver, logs
+
+    algorithm = algos.get(name)
+    fields = (*algos.LOOP_METRICS, *algorithm.metrics)
+    Metrics = namedtuple("Metrics", fields)
+    rng = np.random.default_rng(0)
+    metrics = Metrics(**{f: rng.uniform(1, 2, (2, 3)).astype(np.float32) for f in fields})
+    members = ["seed_0", "seed_1"]
+    record = driver.update_records(metrics, chunk=0, first_update=0, steps_per_update=8)[0]
+    tags = set(logs.scalars(record, members, algorithm.metrics))
+    assert {f"train/{m}/seed_1" for m in algorithm.metrics} <= tags, sorted(tags)
+    strided = {"type": "eval", "eval_return": [1.0, 2.0], "eval_length": [3, 4]}
+    strided.update(driver.chunk_training_stats(metrics, algorithm.metrics))
+    tags = set(logs.scalars(strided, members, algorithm.metrics))
+    assert {f"train/{m}/seed_0" for m in algorithm.metrics} <= tags and "eval/return_iqm" in tags

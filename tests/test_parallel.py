@@ -152,7 +152,7 @@ def test_layouts_shard_the_right_axes():
     _, _, _, abstract = build(job_for(config, "/unused", False), make_train(config))
     mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]), (parallel.AXIS,))
     seeds = parallel.carry_shardings(parallel.Plan(mesh, "seeds"), abstract)
-    data = parallel.carry_shardings(parallel.Plan(mesh, "data"), abstract)
+    data = parallel.carry_shardings(parallel.Plan(mesh, "data"), abstract, ("env_state", "obs", "discounted_return"))
     assert seeds.states.agent.params["params"]["actor_torso"]["Dense_0"]["kernel"].spec == P(parallel.AXIS)
     assert seeds.hparams.lr.spec == P(parallel.AXIS) and seeds.pbt_key.spec == P()
     assert data.states.agent.obs.spec == P(None, parallel.AXIS)

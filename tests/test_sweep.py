@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import driver, envs, pbt, report, stats, sweep, train
+from jaxrl import algos, driver, envs, pbt, report, stats, sweep, train
 from jaxrl.checkpoint import keys_to_data
 from jaxrl.config import ConfigError, PBTConfig, parse, validate
 from tests.configs import BITWISE_ACROSS_MEMBER_COUNTS, CARTPOLE_TINY
@@ -141,7 +141,9 @@ def test_pbt_exploit_copies_exactly_and_explore_stays_in_bounds():
     config, states, hps = _toy_population()
     fitness = jnp.array([5.0, 1.0, 7.0, 3.0, 8.0, 2.0, jnp.nan, 6.0])  # worst two: 6 (NaN) and 1
     cfg = PBTConfig(population=8, fraction=0.25, resample_prob=0.5, hparams=("lr", "ent_coef", "clip_eps"))
-    new_states, new_hps, step = jax.jit(lambda s, h, f, k: pbt.exploit_explore(s, h, f, k, cfg))(
+    ppo = algos.get("ppo")
+    bounds, own = ppo.pbt_bounds, ppo.own_fields
+    new_states, new_hps, step = jax.jit(lambda s, h, f, k: pbt.exploit_explore(s, h, f, k, cfg, bounds, own))(
         states, hps, fitness, jax.random.key(3)
     )
     parents = np.asarray(step.parents)
@@ -161,12 +163,10 @@ def test_pbt_exploit_copies_exactly_and_explore_stays_in_bounds():
         for x, y in zip(jax.tree.leaves(keys_to_data(new_states)), jax.tree.leaves(keys_to_data(states)), strict=True):
             np.testing.assert_array_equal(np.asarray(x)[keep], np.asarray(y)[keep])
         assert float(new_hps.lr[keep]) == float(hps.lr[keep])
-    from jaxrl.config import PBT_BOUNDS
-
     for _ in range(20):  # explore never leaves the bounds
-        _, new_hps, _ = pbt.exploit_explore(states, new_hps, fitness, jax.random.key(_), cfg)
+        _, new_hps, _ = pbt.exploit_explore(states, new_hps, fitness, jax.random.key(_), cfg, bounds, own)
         for name in cfg.hparams:
-            lo, hi, _log = PBT_BOUNDS[name]
+            lo, hi, _log = bounds[name]
             values = np.asarray(getattr(new_hps, name))
             assert np.all(values >= lo - 1e-12) and np.all(values <= hi + 1e-12), (name, values)
 
