@@ -46,6 +46,12 @@ from jaxrl.networks import ActorCritic, init_params
 
 __all__ = [
     "HParams",
+    "ALGORITHM",
+    "Prepared",
+    "collect",
+    "init_state",
+    "make_policy",
+    "prepare_obs",
     "PPOHParams",
     "PPOState",
     "Transition",
@@ -423,7 +429,8 @@ def learn(
 # ---------------------------------------------------------------------------
 
 
-def _prepare_obs(state: PPOState, obs: jax.Array, algo: PPOConfig) -> jax.Array:
+def prepare_obs(state: PPOState, obs: jax.Array, algo: Any) -> jax.Array:
+    """The network's input: ``obs`` normalized by the member's running statistics under ``normalize_obs``."""
     if algo.normalize_obs:
         return normalize.normalize(state.obs_stats, obs)
     return obs
@@ -441,9 +448,10 @@ def env_action(action: jax.Array, network: ActorCritic, env: Env) -> jax.Array:
     return jnp.clip(action, low, high)
 
 
-def _value(state: PPOState, raw: jax.Array, algo: PPOConfig) -> jax.Array:
-    """Critic output → value in return units (de-normalized under normalize_value)."""
-    if algo.normalize_value:
+def _value(state: PPOState, raw: jax.Array, algo: Any) -> jax.Array:
+    """Critic output → value in return units (de-normalized under normalize_value;
+    algorithms without that setting never normalize)."""
+    if getattr(algo, "normalize_value", False):
         return raw * jnp.sqrt(state.value_stats.var + 1e-8) + state.value_stats.mean
     return raw
 
@@ -482,7 +490,7 @@ def rollout(
     def step(carry, inputs):
         env_state, obs = carry
         noise_t, draws_t = inputs
-        policy_out = network.apply(state.params, _prepare_obs(state, obs, algo), method=ActorCritic.policy)
+        policy_out = network.apply(state.params, prepare_obs(state, obs, algo), method=ActorCritic.policy)
         dist = distribution(network, state.params, policy_out)
         action = sample_from_noise(dist, noise_t)
         env_state, out = step_env(draws_t, env_state, env_action(action, network, env), env_params)
@@ -512,7 +520,7 @@ def rollout(
         picked = jnp.take_along_axis(traj.final_obs, index.reshape(index.shape + (1,) * len(env.obs_shape)), axis=0)
         extra = jnp.concatenate([picked, obs[None]])
     raw = network.apply(
-        state.params, _prepare_obs(state, jnp.concatenate([traj.obs, extra]), algo), method=ActorCritic.value
+        state.params, prepare_obs(state, jnp.concatenate([traj.obs, extra]), algo), method=ActorCritic.value
     )
     values = _value(state, raw, algo)
     value, extra_values = values[:steps], values[steps:]
@@ -577,7 +585,30 @@ def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
 # ---------------------------------------------------------------------------
 
 
-class _Prepared(NamedTuple):
+def init_state(key: jax.Array, hp: Any, env: Env, env_params: Any, network: ActorCritic, num_envs: int) -> PPOState:
+    """A member's first state: network parameters, optimizer and normalizer
+    state, and ``num_envs`` freshly reset envs (shared by A2C and REINFORCE)."""
+    key_params, key_env, key = jax.random.split(key, 3)
+    dummy = jnp.zeros((1,) + env.obs_shape, jnp.float32)
+    params = init_params(network, key_params, dummy)
+    env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
+    return PPOState(
+        params=params,
+        opt_state=init_optimizer(params),
+        lr=jnp.asarray(hp.lr, jnp.float32),
+        obs_stats=normalize.init(env.obs_shape),
+        return_stats=normalize.init(()),
+        discounted_return=jnp.zeros((num_envs,), jnp.float32),
+        value_stats=normalize.init(()),
+        env_state=env_state,
+        obs=obs,
+        key=key,
+    )
+
+
+class Prepared(NamedTuple):
+    """A rollout turned into learner input by :func:`collect`."""
+
     batch: Batch  # flat [num_steps * num_envs, ...]
     targets: jax.Array  # [T, N] value targets (raw scale)
     done: jax.Array  # [T, N]
@@ -586,68 +617,76 @@ class _Prepared(NamedTuple):
     value_stats: Any
 
 
+def collect(
+    state: PPOState, hp: Any, env: Env, env_params: Any, network: ActorCritic, algo: Any
+) -> tuple[PPOState, Transition, Prepared]:
+    """Rollout, reward/value normalization and GAE: ``(state, traj, prepared)``
+    with the flat minibatch source ``prepared.batch`` (PPO's and A2C's)."""
+    state, traj = rollout(state, env, env_params, network, algo)
+    done = jnp.logical_or(traj.terminated, traj.truncated)
+    rewards, return_stats, discounted = traj.reward * hp.reward_scale, state.return_stats, state.discounted_return
+    if algo.normalize_reward:
+        # scale by the running std of the discounted return (reset at episode ends)
+        def accumulate(g, inputs):
+            r, d = inputs
+            g = hp.gamma * g + r
+            return jnp.where(d, 0.0, g), g
+
+        discounted, returns_seen = jax.lax.scan(accumulate, discounted, (rewards, done))
+        return_stats = normalize.update(return_stats, returns_seen)
+        rewards = rewards * jax.lax.rsqrt(return_stats.var + 1e-8)
+    advantages = gae(
+        rewards,
+        traj.value,
+        traj.next_value,
+        traj.terminated,
+        done,
+        hp.gamma,
+        hp.gae_lambda,
+        method=gae_method(algo),
+    )
+    targets = advantages + traj.value
+    old_values, value_targets, value_stats = traj.value, targets, state.value_stats
+    if algo.normalize_value:  # the critic regresses normalized targets
+        value_stats = normalize.update(value_stats, targets)
+        scale = jax.lax.rsqrt(value_stats.var + 1e-8)
+        old_values = (traj.value - value_stats.mean) * scale
+        value_targets = (targets - value_stats.mean) * scale
+    batch = Batch(prepare_obs(state, traj.obs, algo), traj.action, traj.log_prob, old_values, advantages, value_targets)
+    batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
+    return state, traj, Prepared(batch, targets, done, return_stats, discounted, value_stats)
+
+
+def make_policy(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:
+    """``(act, sample)``: the deterministic (mode) and sampled env actions of an
+    actor-critic member's state, for any leading batch of observations."""
+
+    def act(state: PPOState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        del key  # deterministic
+        policy_out, _ = network.apply(state.params, prepare_obs(state, obs, algo))
+        dist = distribution(network, state.params, policy_out)
+        return env_action(mode_action(dist), network, env)
+
+    def sample(state: PPOState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        policy_out, _ = network.apply(state.params, prepare_obs(state, obs, algo))
+        dist = distribution(network, state.params, policy_out)
+        return env_action(sample_action(dist, key), network, env)
+
+    return act, sample
+
+
 def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
     """PPO for ``num_envs`` parallel copies of ``env`` and a known update budget
     (``num_updates`` sets the linear learning-rate annealing)."""
     network = make_network(algo, env)
     env_params = env.default_params if env_params is None else env_params
+    act, sample = make_policy(network, env, algo)
 
     def init(key: jax.Array, hp: HParams) -> PPOState:
-        key_params, key_env, key = jax.random.split(key, 3)
-        dummy = jnp.zeros((1,) + env.obs_shape, jnp.float32)
-        params = init_params(network, key_params, dummy)
-        env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
-        return PPOState(
-            params=params,
-            opt_state=init_optimizer(params),
-            lr=jnp.asarray(hp.lr, jnp.float32),
-            obs_stats=normalize.init(env.obs_shape),
-            return_stats=normalize.init(()),
-            discounted_return=jnp.zeros((num_envs,), jnp.float32),
-            value_stats=normalize.init(()),
-            env_state=env_state,
-            obs=obs,
-            key=key,
-        )
+        return init_state(key, hp, env, env_params, network, num_envs)
 
     def prepare(state: PPOState, hp: HParams) -> tuple[PPOState, Any, Any]:
-        """Rollout, reward/value normalization and GAE: ``(state, traj, prepared)``
-        with the flat minibatch source ``prepared.batch``."""
-        state, traj = rollout(state, env, env_params, network, algo)
-        done = jnp.logical_or(traj.terminated, traj.truncated)
-        rewards, return_stats, discounted = traj.reward * hp.reward_scale, state.return_stats, state.discounted_return
-        if algo.normalize_reward:
-            # scale by the running std of the discounted return (reset at episode ends)
-            def accumulate(g, inputs):
-                r, d = inputs
-                g = hp.gamma * g + r
-                return jnp.where(d, 0.0, g), g
-
-            discounted, returns_seen = jax.lax.scan(accumulate, discounted, (rewards, done))
-            return_stats = normalize.update(return_stats, returns_seen)
-            rewards = rewards * jax.lax.rsqrt(return_stats.var + 1e-8)
-        advantages = gae(
-            rewards,
-            traj.value,
-            traj.next_value,
-            traj.terminated,
-            done,
-            hp.gamma,
-            hp.gae_lambda,
-            method=gae_method(algo),
-        )
-        targets = advantages + traj.value
-        old_values, value_targets, value_stats = traj.value, targets, state.value_stats
-        if algo.normalize_value:  # the critic regresses normalized targets
-            value_stats = normalize.update(value_stats, targets)
-            scale = jax.lax.rsqrt(value_stats.var + 1e-8)
-            old_values = (traj.value - value_stats.mean) * scale
-            value_targets = (targets - value_stats.mean) * scale
-        batch = Batch(
-            _prepare_obs(state, traj.obs, algo), traj.action, traj.log_prob, old_values, advantages, value_targets
-        )
-        batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
-        return state, traj, _Prepared(batch, targets, done, return_stats, discounted, value_stats)
+        return collect(state, hp, env, env_params, network, algo)
 
     def update(state: PPOState, hp: HParams, update_idx: jax.Array) -> tuple[PPOState, UpdateMetrics]:
         state, traj, (batch, targets, done, return_stats, discounted, value_stats) = prepare(state, hp)
@@ -689,17 +728,6 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
             finite=jnp.isfinite(out.metrics.total) & jnp.isfinite(out.grad_norm) & optim.tree_all_finite(out.params),
         )
         return new_state, metrics
-
-    def act(state: PPOState, obs: jax.Array, key: jax.Array) -> jax.Array:
-        del key  # deterministic
-        policy_out, _ = network.apply(state.params, _prepare_obs(state, obs, algo))
-        dist = distribution(network, state.params, policy_out)
-        return env_action(mode_action(dist), network, env)
-
-    def sample(state: PPOState, obs: jax.Array, key: jax.Array) -> jax.Array:
-        policy_out, _ = network.apply(state.params, _prepare_obs(state, obs, algo))
-        dist = distribution(network, state.params, policy_out)
-        return env_action(sample_action(dist, key), network, env)
 
     phases = (
         (
@@ -802,12 +830,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def validate(config: Config) -> None:
-    """PPO's checks beyond the common ones (sizes, schedule, ranges)."""
-    algo = config.algo
-    _positive_int("algo.num_steps", algo.num_steps, 128)
-    _positive_int("algo.update_epochs", algo.update_epochs, 4)
-    _positive_int("algo.num_minibatches", algo.num_minibatches, 4)
+def validate_network(algo: Any) -> None:
+    """The actor-critic settings PPO, A2C and REINFORCE share."""
     if not algo.hidden_sizes or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in algo.hidden_sizes):
         raise ConfigError(
             "algo.hidden_sizes",
@@ -819,15 +843,24 @@ def validate(config: Config) -> None:
         raise ConfigError(
             "algo.activation", algo.activation, f"must be one of {', '.join(_ACTIVATIONS)}", "pass algo.activation=tanh"
         )
-    if algo.lr_schedule not in ("constant", "linear", "adaptive"):
-        raise ConfigError(
-            "algo.lr_schedule", algo.lr_schedule, "must be constant, linear or adaptive", "pass algo.lr_schedule=linear"
-        )
     if algo.squash not in ("tanh", "clip"):
         raise ConfigError("algo.squash", algo.squash, "must be tanh or clip", "pass algo.squash=tanh")
     if algo.gae_method not in ("auto", "associative", "scan"):
         raise ConfigError(
             "algo.gae_method", algo.gae_method, "must be auto, associative or scan", "pass algo.gae_method=auto"
+        )
+
+
+def validate(config: Config) -> None:
+    """PPO's checks beyond the common ones (sizes, schedule, ranges)."""
+    algo = config.algo
+    _positive_int("algo.num_steps", algo.num_steps, 128)
+    _positive_int("algo.update_epochs", algo.update_epochs, 4)
+    _positive_int("algo.num_minibatches", algo.num_minibatches, 4)
+    validate_network(algo)
+    if algo.lr_schedule not in ("constant", "linear", "adaptive"):
+        raise ConfigError(
+            "algo.lr_schedule", algo.lr_schedule, "must be constant, linear or adaptive", "pass algo.lr_schedule=linear"
         )
     batch = config.num_envs * algo.num_steps
     if batch % algo.num_minibatches:

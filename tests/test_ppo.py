@@ -216,7 +216,7 @@ def test_rollout_next_values_match_a_full_pass_over_final_obs(limit):
         assert not (truncated[-1] | terminated[-1]).all()
     oracle = ppo._value(
         state,
-        network.apply(state.params, ppo._prepare_obs(state, traj.final_obs, config.algo), method="value"),
+        network.apply(state.params, ppo.prepare_obs(state, traj.final_obs, config.algo), method="value"),
         config.algo,
     )
     used = ~terminated
@@ -239,7 +239,7 @@ def test_rollout_log_probs_are_the_behaviour_policys():
     network = trainer.agent.network
     _, traj = jax.jit(lambda s: ppo.rollout(s, trainer.env, trainer.env.default_params, network, config.algo))(state)
     logits = np.asarray(
-        network.apply(state.params, ppo._prepare_obs(state, traj.obs, config.algo), method="policy"), np.float64
+        network.apply(state.params, ppo.prepare_obs(state, traj.obs, config.algo), method="policy"), np.float64
     )
     log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     action = np.asarray(traj.action)

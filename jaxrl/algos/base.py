@@ -123,7 +123,7 @@ class Algorithm:
 
 
 # Built-in algorithms, imported on first use (each module defines ALGORITHM).
-_BUILTIN = {"ppo": "jaxrl.ppo", "sac": "jaxrl.sac"}
+_BUILTIN = {"ppo": "jaxrl.ppo", "sac": "jaxrl.sac", "a2c": "jaxrl.algos.a2c", "reinforce": "jaxrl.algos.reinforce"}
 _REGISTRY: dict[str, Algorithm] = {}
 
 
