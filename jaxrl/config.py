@@ -631,17 +631,67 @@ def from_dict(data: dict[str, Any]) -> Config:
 _ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
 
 
-def _positive_int(name: str, value: Any, example: int) -> None:
+def require_positive_int(name: str, value: Any, example: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(name, value, "must be a positive integer", f"pass e.g. {name}={example}")
 
 
-def _unit_interval(name: str, value: float, default: float) -> None:
+def require_unit_interval(name: str, value: float, default: float) -> None:
     if not (0.0 <= float(value) <= 1.0):
         raise ConfigError(name, value, "must lie in [0, 1]", f"pass e.g. {name}={default}")
 
 
-def _non_negative(name: str, value: float, default: float) -> None:
+def check_mlp(algo: Any, example: str = "[64,64]") -> None:
+    """``algo.hidden_sizes`` (positive ints, at least one) and ``algo.activation``."""
+    if not algo.hidden_sizes or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in algo.hidden_sizes):
+        raise ConfigError(
+            "algo.hidden_sizes",
+            list(algo.hidden_sizes),
+            "must be a non-empty list of positive integers",
+            f"pass algo.hidden_sizes={example}",
+        )
+    if algo.activation not in _ACTIVATIONS:
+        raise ConfigError(
+            "algo.activation",
+            algo.activation,
+            f"must be one of {', '.join(_ACTIVATIONS)}",
+            f"pass algo.activation={type(algo).activation}",
+        )
+
+
+def check_positive(algo: Any, *names: str) -> None:
+    """Each ``algo.<name>`` > 0 (the fix quotes the config class's default)."""
+    for name in names:
+        if not float(getattr(algo, name)) > 0:
+            raise ConfigError(
+                f"algo.{name}", getattr(algo, name), "must be > 0", f"pass e.g. algo.{name}={getattr(type(algo), name)}"
+            )
+
+
+def check_non_negative(algo: Any, *names: str) -> None:
+    """Each ``algo.<name>`` ≥ 0 (the fix quotes the config class's default)."""
+    for name in names:
+        require_non_negative(f"algo.{name}", getattr(algo, name), getattr(type(algo), name))
+
+
+def check_rollout(config: Config, example_steps: int) -> int:
+    """``algo.num_steps`` > 0, a budget of at least one rollout, an update count
+    that fits the program's int32; returns the rollout size ``num_envs × num_steps``."""
+    algo = config.algo
+    require_positive_int("algo.num_steps", algo.num_steps, example_steps)
+    batch = config.num_envs * algo.num_steps
+    if config.total_timesteps < batch:
+        raise ConfigError(
+            "total_timesteps",
+            config.total_timesteps,
+            f"is below one rollout (num_envs × algo.num_steps = {batch})",
+            f"pass total_timesteps≥{batch} or fewer num_envs/algo.num_steps",
+        )
+    require_update_count(config, batch)
+    return batch
+
+
+def require_non_negative(name: str, value: float, default: float) -> None:
     if not float(value) >= 0.0:
         raise ConfigError(name, value, "must be ≥ 0", f"pass e.g. {name}={default}")
 
@@ -676,7 +726,7 @@ def validate(config: Config) -> Config:
         if len(set(seeds)) != len(seeds):
             raise ConfigError("seeds", list(seeds), "seed ids must be distinct", "remove the repeated ids")
     else:
-        _positive_int("seeds", seeds, 16)
+        require_positive_int("seeds", seeds, 16)
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise ConfigError("seed", config.seed, "must be an integer ≥ 0", "pass seed=0")
     members = config.pbt.population or (len(seeds) if isinstance(seeds, (list, tuple)) else seeds)
@@ -696,11 +746,11 @@ def validate(config: Config) -> Config:
             "pass smaller seed ids, e.g. seed=0",
         )
     _finite_floats(config)
-    _positive_int("num_envs", config.num_envs, 4)
-    _positive_int("total_timesteps", config.total_timesteps, 500000)
-    _positive_int("num_evals", config.num_evals, 20)
-    _positive_int("eval.episodes", config.eval.episodes, 16)
-    _positive_int("keep", config.keep, 2)
+    require_positive_int("num_envs", config.num_envs, 4)
+    require_positive_int("total_timesteps", config.total_timesteps, 500000)
+    require_positive_int("num_evals", config.num_evals, 20)
+    require_positive_int("eval.episodes", config.eval.episodes, 16)
+    require_positive_int("keep", config.keep, 2)
     if config.resume is not None and not str(config.resume).strip():
         raise ConfigError("resume", "", "needs the run directory to continue", "pass resume=RUN_DIR, or drop resume=")
     _validate_logger(config.logger)
@@ -797,7 +847,7 @@ def _finite_floats(config: Config) -> None:
                 )
 
 
-def _update_count(config: Config, steps_per_update: int, warmup: int = 0) -> None:
+def require_update_count(config: Config, steps_per_update: int, warmup: int = 0) -> None:
     """The update counter is an int32 inside the program."""
     updates = max(0, config.total_timesteps - warmup) // steps_per_update
     if updates >= 2**31 - 1:
@@ -863,7 +913,7 @@ def _validate_parallel(config: Config) -> None:
             raise ConfigError(
                 "dist.coordinator", dist.coordinator, "must be HOST:PORT", "pass e.g. dist.coordinator=10.0.0.1:1234"
             )
-    _positive_int("dist.heartbeat_s", dist.heartbeat_s, 30)
+    require_positive_int("dist.heartbeat_s", dist.heartbeat_s, 30)
 
 
 def _validate_pbt(pbt: PBTConfig) -> None:
@@ -886,6 +936,6 @@ def _validate_pbt(pbt: PBTConfig) -> None:
         raise ConfigError("pbt.init_spread", pbt.init_spread, "must be ≥ 1", "pass pbt.init_spread=2")
 
 
-def _divisor_near(n: int, target: int) -> int:
+def divisor_near(n: int, target: int) -> int:
     divisors = [d for d in range(1, n + 1) if n % d == 0]
     return min(divisors, key=lambda d: (abs(d - target), d))

@@ -27,18 +27,18 @@ from flax import struct
 
 from jaxrl import normalize, optim, packing, shuffle
 from jaxrl.advantages import gae
-from jaxrl.algos.base import LOOP_METRICS, Agent, Algorithm
+from jaxrl.algos.base import Agent, Algorithm, own_metrics
 from jaxrl.config import (
-    _ACTIVATIONS,
     PBT_BOUNDS,
     Config,
     ConfigError,
     PPOConfig,
-    _divisor_near,
-    _non_negative,
-    _positive_int,
-    _unit_interval,
-    _update_count,
+    check_mlp,
+    check_rollout,
+    divisor_near,
+    require_non_negative,
+    require_positive_int,
+    require_unit_interval,
 )
 from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
 from jaxrl.envs.core import Discrete, Env
@@ -832,17 +832,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def validate_network(algo: Any) -> None:
     """The actor-critic settings PPO, A2C and REINFORCE share."""
-    if not algo.hidden_sizes or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in algo.hidden_sizes):
-        raise ConfigError(
-            "algo.hidden_sizes",
-            list(algo.hidden_sizes),
-            "must be a non-empty list of positive integers",
-            "pass algo.hidden_sizes=[64,64]",
-        )
-    if algo.activation not in _ACTIVATIONS:
-        raise ConfigError(
-            "algo.activation", algo.activation, f"must be one of {', '.join(_ACTIVATIONS)}", "pass algo.activation=tanh"
-        )
+    check_mlp(algo)
     if algo.squash not in ("tanh", "clip"):
         raise ConfigError("algo.squash", algo.squash, "must be tanh or clip", "pass algo.squash=tanh")
     if algo.gae_method not in ("auto", "associative", "scan"):
@@ -854,40 +844,31 @@ def validate_network(algo: Any) -> None:
 def validate(config: Config) -> None:
     """PPO's checks beyond the common ones (sizes, schedule, ranges)."""
     algo = config.algo
-    _positive_int("algo.num_steps", algo.num_steps, 128)
-    _positive_int("algo.update_epochs", algo.update_epochs, 4)
-    _positive_int("algo.num_minibatches", algo.num_minibatches, 4)
+    batch = check_rollout(config, 128)
+    require_positive_int("algo.update_epochs", algo.update_epochs, 4)
+    require_positive_int("algo.num_minibatches", algo.num_minibatches, 4)
     validate_network(algo)
     if algo.lr_schedule not in ("constant", "linear", "adaptive"):
         raise ConfigError(
             "algo.lr_schedule", algo.lr_schedule, "must be constant, linear or adaptive", "pass algo.lr_schedule=linear"
         )
-    batch = config.num_envs * algo.num_steps
     if batch % algo.num_minibatches:
         raise ConfigError(
             "algo.num_minibatches",
             algo.num_minibatches,
             f"must divide the batch num_envs × algo.num_steps = {config.num_envs} × {algo.num_steps} = {batch}",
-            f"pass a divisor of {batch}, e.g. algo.num_minibatches={_divisor_near(batch, algo.num_minibatches)}",
+            f"pass a divisor of {batch}, e.g. algo.num_minibatches={divisor_near(batch, algo.num_minibatches)}",
         )
-    if config.total_timesteps < batch:
-        raise ConfigError(
-            "total_timesteps",
-            config.total_timesteps,
-            f"is below one rollout (num_envs × algo.num_steps = {batch})",
-            f"pass total_timesteps≥{batch} or fewer num_envs/algo.num_steps",
-        )
-    _update_count(config, batch)
-    _unit_interval("algo.gamma", algo.gamma, 0.99)
-    _unit_interval("algo.gae_lambda", algo.gae_lambda, 0.95)
+    require_unit_interval("algo.gamma", algo.gamma, 0.99)
+    require_unit_interval("algo.gae_lambda", algo.gae_lambda, 0.95)
     if not float(algo.lr) > 0:
         raise ConfigError("algo.lr", algo.lr, "must be > 0", "pass e.g. algo.lr=3e-4")
     if not float(algo.clip_eps) > 0:
         raise ConfigError("algo.clip_eps", algo.clip_eps, "must be > 0", "pass e.g. algo.clip_eps=0.2")
     if not float(algo.max_grad_norm) > 0:
         raise ConfigError("algo.max_grad_norm", algo.max_grad_norm, "must be > 0", "pass e.g. algo.max_grad_norm=0.5")
-    _non_negative("algo.vf_coef", algo.vf_coef, 0.5)
-    _non_negative("algo.ent_coef", algo.ent_coef, 0.01)
+    require_non_negative("algo.vf_coef", algo.vf_coef, 0.5)
+    require_non_negative("algo.ent_coef", algo.ent_coef, 0.01)
     if algo.lr_schedule == "adaptive":
         if not float(algo.target_kl) > 0:
             raise ConfigError("algo.target_kl", algo.target_kl, "must be > 0", "pass e.g. algo.target_kl=0.01")
@@ -902,7 +883,7 @@ ALGORITHM = Algorithm(
     config=PPOConfig,
     hparams=HParams,
     make_agent=make_agent,
-    metrics=tuple(f for f in UpdateMetrics._fields if f not in LOOP_METRICS),
+    metrics=own_metrics(UpdateMetrics),
     description="Proximal Policy Optimization: clipped surrogate, GAE, epochs × minibatches",
     env_fields=("env_state", "obs", "discounted_return"),
     data_parallel=True,

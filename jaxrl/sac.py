@@ -29,16 +29,17 @@ import numpy as np
 from flax import struct
 
 from jaxrl import buffers, normalize, optim, packing
-from jaxrl.algos.base import LOOP_METRICS, Agent, Algorithm
+from jaxrl.algos.base import Agent, Algorithm, own_metrics
 from jaxrl.config import (
-    _ACTIVATIONS,
     PBT_BOUNDS,
     Config,
     ConfigError,
     SACConfig,
-    _positive_int,
-    _unit_interval,
-    _update_count,
+    check_mlp,
+    check_positive,
+    require_positive_int,
+    require_unit_interval,
+    require_update_count,
 )
 from jaxrl.distributions import TanhGaussian
 from jaxrl.envs.core import Box, Env
@@ -474,9 +475,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 def validate(config: Config) -> None:
     """SAC's checks beyond the common ones (buffer, warm-up, ranges)."""
     algo = config.algo
-    _positive_int("algo.num_steps", algo.num_steps, 1)
-    _positive_int("algo.batch_size", algo.batch_size, 256)
-    _positive_int("algo.buffer_size", algo.buffer_size, 100000)
+    require_positive_int("algo.num_steps", algo.num_steps, 1)
+    require_positive_int("algo.batch_size", algo.batch_size, 256)
+    require_positive_int("algo.buffer_size", algo.buffer_size, 100000)
     if not algo.utd > 0:
         raise ConfigError("algo.utd", algo.utd, "must be > 0 (gradient steps per env step)", "pass algo.utd=1")
     if algo.learning_starts < 0:
@@ -488,17 +489,7 @@ def validate(config: Config) -> None:
             f"must hold one update's transitions ({config.num_envs * algo.num_steps})",
             "pass a larger algo.buffer_size",
         )
-    if not algo.hidden_sizes or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in algo.hidden_sizes):
-        raise ConfigError(
-            "algo.hidden_sizes",
-            list(algo.hidden_sizes),
-            "must be a non-empty list of positive integers",
-            "pass algo.hidden_sizes=[256,256]",
-        )
-    if algo.activation not in _ACTIVATIONS:
-        raise ConfigError(
-            "algo.activation", algo.activation, f"must be one of {', '.join(_ACTIVATIONS)}", "pass algo.activation=relu"
-        )
+    check_mlp(algo, "[256,256]")
     if not algo.log_std_min < algo.log_std_max:
         raise ConfigError(
             "algo.log_std_min",
@@ -506,14 +497,10 @@ def validate(config: Config) -> None:
             f"must be < algo.log_std_max={algo.log_std_max}",
             "pass algo.log_std_min=-5",
         )
-    _unit_interval("algo.gamma", algo.gamma, 0.99)
+    require_unit_interval("algo.gamma", algo.gamma, 0.99)
     if not 0.0 < float(algo.tau) <= 1.0:
         raise ConfigError("algo.tau", algo.tau, "must lie in (0, 1]", "pass algo.tau=0.005")
-    for name in ("lr", "alpha_lr", "init_alpha", "max_grad_norm"):
-        if not float(getattr(algo, name)) > 0:
-            raise ConfigError(
-                f"algo.{name}", getattr(algo, name), "must be > 0", f"pass e.g. algo.{name}={getattr(SACConfig, name)}"
-            )
+    check_positive(algo, "lr", "alpha_lr", "init_alpha", "max_grad_norm")
     if config.total_timesteps < config.num_envs * algo.num_steps + algo.learning_starts:
         raise ConfigError(
             "total_timesteps",
@@ -521,7 +508,7 @@ def validate(config: Config) -> None:
             f"is below the warm-up plus one update ({algo.learning_starts} + {config.num_envs * algo.num_steps})",
             "pass a larger total_timesteps or a smaller algo.learning_starts",
         )
-    _update_count(config, config.num_envs * algo.num_steps, algo.learning_starts)
+    require_update_count(config, config.num_envs * algo.num_steps, algo.learning_starts)
 
 
 def warmup(algo: SACConfig, num_envs: int) -> int:
@@ -534,7 +521,7 @@ ALGORITHM = Algorithm(
     config=SACConfig,
     hparams=HParams,
     make_agent=make_agent,
-    metrics=tuple(f for f in UpdateMetrics._fields if f not in LOOP_METRICS),
+    metrics=own_metrics(UpdateMetrics),
     description="Soft Actor-Critic: twin critics, Polyak targets, automatic temperature, on-device replay",
     actions=("continuous",),
     warmup=warmup,

@@ -10,6 +10,6 @@ Built in: ``ppo`` (:mod:`jaxrl.ppo`), ``sac`` (:mod:`jaxrl.sac`), ``a2c``
 See ``docs/contributing/algorithm.md`` for adding one.
 """
 
-from jaxrl.algos.base import LOOP_METRICS, Agent, Algorithm, configs, get, names, register
+from jaxrl.algos.base import LOOP_METRICS, Agent, Algorithm, configs, get, names, own_metrics, register
 
-__all__ = ["Agent", "Algorithm", "LOOP_METRICS", "configs", "get", "names", "register"]
+__all__ = ["Agent", "Algorithm", "LOOP_METRICS", "configs", "get", "names", "own_metrics", "register"]

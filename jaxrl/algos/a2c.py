@@ -26,8 +26,16 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl import normalize, optim, ppo
-from jaxrl.algos.base import LOOP_METRICS, Agent, Algorithm
-from jaxrl.config import PBT_BOUNDS, Config, ConfigError, _positive_int, _unit_interval, _update_count
+from jaxrl.algos.base import Agent, Algorithm, own_metrics
+from jaxrl.config import (
+    PBT_BOUNDS,
+    Config,
+    ConfigError,
+    check_non_negative,
+    check_positive,
+    check_rollout,
+    require_unit_interval,
+)
 from jaxrl.envs.core import Env
 
 __all__ = ["A2CConfig", "HParams", "LossMetrics", "UpdateMetrics", "a2c_loss", "make_agent", "ALGORITHM"]
@@ -226,29 +234,16 @@ PRESETS: dict[str, dict[str, Any]] = {
 def validate(config: Config) -> None:
     """A2C's checks beyond the common ones."""
     algo = config.algo
-    _positive_int("algo.num_steps", algo.num_steps, 5)
+    check_rollout(config, 5)
     ppo.validate_network(algo)
     if algo.lr_schedule not in ("constant", "linear"):
         raise ConfigError(
             "algo.lr_schedule", algo.lr_schedule, "must be constant or linear", "pass algo.lr_schedule=linear"
         )
-    batch = config.num_envs * algo.num_steps
-    _update_count(config, batch)
-    if config.total_timesteps < batch:
-        raise ConfigError(
-            "total_timesteps",
-            config.total_timesteps,
-            f"is below one rollout (num_envs × algo.num_steps = {batch})",
-            f"pass total_timesteps≥{batch} or fewer num_envs/algo.num_steps",
-        )
-    _unit_interval("algo.gamma", algo.gamma, 0.99)
-    _unit_interval("algo.gae_lambda", algo.gae_lambda, 1.0)
-    for name, example in (("lr", 7e-4), ("max_grad_norm", 0.5)):
-        if not float(getattr(algo, name)) > 0:
-            raise ConfigError(f"algo.{name}", getattr(algo, name), "must be > 0", f"pass e.g. algo.{name}={example}")
-    for name, example in (("vf_coef", 0.5), ("ent_coef", 0.01)):
-        if not float(getattr(algo, name)) >= 0:
-            raise ConfigError(f"algo.{name}", getattr(algo, name), "must be ≥ 0", f"pass e.g. algo.{name}={example}")
+    require_unit_interval("algo.gamma", algo.gamma, 0.99)
+    require_unit_interval("algo.gae_lambda", algo.gae_lambda, 1.0)
+    check_positive(algo, "lr", "max_grad_norm")
+    check_non_negative(algo, "vf_coef", "ent_coef")
 
 
 ALGORITHM = Algorithm(
@@ -256,7 +251,7 @@ ALGORITHM = Algorithm(
     config=A2CConfig,
     hparams=HParams,
     make_agent=make_agent,
-    metrics=tuple(f for f in UpdateMetrics._fields if f not in LOOP_METRICS),
+    metrics=own_metrics(UpdateMetrics),
     description="Synchronous advantage actor-critic: n-step / GAE advantages, one gradient step per rollout",
     env_fields=("env_state", "obs", "discounted_return"),
     data_parallel=True,

@@ -28,6 +28,7 @@ __all__ = [
     "get",
     "names",
     "configs",
+    "own_metrics",
 ]
 
 # Per-update metrics every agent returns for the loop itself (besides its own):
@@ -54,6 +55,12 @@ class Agent(NamedTuple):
     # For profile=true: cumulative prefixes of ``update`` as ``(label, fn(state, hp) -> outputs)``,
     # each ending one phase later than the one before; the rest of ``update`` is the learner.
     phases: tuple = ()
+
+
+def own_metrics(metrics_type: type) -> tuple[str, ...]:
+    """The fields of an agent's metrics NamedTuple beyond :data:`LOOP_METRICS`:
+    what :attr:`Algorithm.metrics` declares."""
+    return tuple(f for f in metrics_type._fields if f not in LOOP_METRICS)
 
 
 def _no_warmup(algo_config: Any, num_envs: int) -> int:

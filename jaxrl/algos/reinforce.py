@@ -30,8 +30,16 @@ from flax import struct
 
 from jaxrl import normalize, optim, ppo
 from jaxrl.advantages import gae
-from jaxrl.algos.base import LOOP_METRICS, Agent, Algorithm
-from jaxrl.config import PBT_BOUNDS, Config, ConfigError, _positive_int, _unit_interval, _update_count
+from jaxrl.algos.base import Agent, Algorithm, own_metrics
+from jaxrl.config import (
+    PBT_BOUNDS,
+    Config,
+    ConfigError,
+    check_non_negative,
+    check_positive,
+    check_rollout,
+    require_unit_interval,
+)
 from jaxrl.envs.core import Env
 
 __all__ = ["ReinforceConfig", "HParams", "UpdateMetrics", "first_episode", "reinforce_loss", "make_agent", "ALGORITHM"]
@@ -221,28 +229,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 def validate(config: Config) -> None:
     """REINFORCE's checks beyond the common ones."""
     algo = config.algo
-    _positive_int("algo.num_steps", algo.num_steps, 500)
+    check_rollout(config, 500)
     ppo.validate_network(algo)
     if algo.lr_schedule not in ("constant", "linear"):
         raise ConfigError(
             "algo.lr_schedule", algo.lr_schedule, "must be constant or linear", "pass algo.lr_schedule=constant"
         )
-    batch = config.num_envs * algo.num_steps
-    _update_count(config, batch)
-    if config.total_timesteps < batch:
-        raise ConfigError(
-            "total_timesteps",
-            config.total_timesteps,
-            f"is below one rollout (num_envs × algo.num_steps = {batch})",
-            f"pass total_timesteps≥{batch} or fewer num_envs/algo.num_steps",
-        )
-    _unit_interval("algo.gamma", algo.gamma, 0.99)
-    for name, example in (("lr", 1e-3), ("max_grad_norm", 1.0)):
-        if not float(getattr(algo, name)) > 0:
-            raise ConfigError(f"algo.{name}", getattr(algo, name), "must be > 0", f"pass e.g. algo.{name}={example}")
-    for name, example in (("vf_coef", 0.5), ("ent_coef", 0.0)):
-        if not float(getattr(algo, name)) >= 0:
-            raise ConfigError(f"algo.{name}", getattr(algo, name), "must be ≥ 0", f"pass e.g. algo.{name}={example}")
+    require_unit_interval("algo.gamma", algo.gamma, 0.99)
+    check_positive(algo, "lr", "max_grad_norm")
+    check_non_negative(algo, "vf_coef", "ent_coef")
 
 
 ALGORITHM = Algorithm(
@@ -250,7 +245,7 @@ ALGORITHM = Algorithm(
     config=ReinforceConfig,
     hparams=HParams,
     make_agent=make_agent,
-    metrics=tuple(f for f in UpdateMetrics._fields if f not in LOOP_METRICS),
+    metrics=own_metrics(UpdateMetrics),
     description="REINFORCE: Monte-Carlo policy gradient over complete episodes, optional value baseline",
     presets=PRESETS,
     validate=validate,
