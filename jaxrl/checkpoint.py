@@ -23,7 +23,7 @@ from jaxrl.config import ConfigError, error_line
 
 __all__ = ["Checkpointer", "Restored", "config_hash", "keys_to_data", "layout_of", "describe_layout"]
 
-FORMAT_VERSION = 2  # 2: Adam moments over the raveled parameters (jaxrl.optim)
+FORMAT_VERSION = 3  # 2: Adam moments over the raveled parameters; 3: optimizer state is an optax chain (jaxrl.optim)
 
 # What every state checkpoint holds besides its array chunks (orbax's tree
 # metadata and the OCDBT manifest).

@@ -90,6 +90,7 @@ class PPOConfig:
     num_steps: int = 128  # rollout length T per env per update
     update_epochs: int = 4
     num_minibatches: int = 4
+    network: str = "mlp"  # torso by name (jaxrl.networks.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"  # tanh | relu | elu | gelu | silu
     shared_torso: bool = False  # one torso for actor and critic
@@ -142,6 +143,7 @@ class SACConfig:
     batch_size: int = 256  # transitions per gradient step
     buffer_size: int = 100_000  # replay capacity per seed
     learning_starts: int = 1000  # random-action env steps per seed before learning
+    network: str = "mlp"  # torso by name (jaxrl.networks.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "relu"
     normalize_obs: bool = False

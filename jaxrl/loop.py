@@ -121,7 +121,14 @@ def seed_keys(config: Config) -> jax.Array:
     return jax.vmap(jax.random.key)(jnp.asarray(seed_ids(config), jnp.uint32))
 
 
-def make_train(config: Config, env: Any = None, env_params: Any = None) -> Trainer:
+def make_train(
+    config: Config,
+    env: Any = None,
+    env_params: Any = None,
+    *,
+    network: Any = None,
+    optimizer: Any = None,
+) -> Trainer:
     """Build the pure training functions for ``config``.
 
     Args:
@@ -129,6 +136,13 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
       env: ``None`` (make ``config.env.name``), a :class:`jaxrl.envs.Env`,
         or a user's gymnax ``Environment`` instance.
       env_params: backend env parameters (default: the env's own defaults).
+      network: a flax module ``[..., *obs_shape] → [..., features]`` used as the
+        torso under the algorithm's heads (default: the registered
+        ``config.algo.network``; register yours with
+        :func:`jaxrl.networks.register_torso` to use it from the CLI too).
+      optimizer: an ``optax.GradientTransformation`` or a function of the
+        (traced) learning rate returning one, e.g. ``optax.adamw`` (default:
+        clip + Adam over the raveled parameters; see :mod:`jaxrl.optim`).
 
     Returns:
       a :class:`Trainer`. Its functions are pure and unbatched (one seed); the
@@ -140,7 +154,13 @@ def make_train(config: Config, env: Any = None, env_params: Any = None) -> Train
     num_updates, chunk_updates, num_chunks = schedule(config)
     algo = config.algo
     algorithm = get_algorithm(algo.name)
-    agent = algorithm.make_agent(algo, env, config.num_envs, num_updates, env_params)
+    seams = {name: value for name, value in (("network", network), ("optimizer", optimizer)) if value is not None}
+    unsupported = sorted(set(seams) - set(algorithm.seams))
+    if unsupported:
+        raise TypeError(
+            f"algorithm {algorithm.name!r} takes no {' or '.join(unsupported)}= (its seams: {algorithm.seams})"
+        )
+    agent = algorithm.make_agent(algo, env, config.num_envs, num_updates, env_params, **seams)
     hparams = algorithm.hparams.from_config(algo)
     eval_steps = config.eval.max_steps or env.max_episode_steps or 1000
 

@@ -1,4 +1,9 @@
-"""flax.linen networks: MLP torsos with policy and value heads.
+"""flax.linen networks: torsos from a registry, with policy and value heads.
+
+A *torso* maps an observation ``[..., *obs_shape]`` to features
+``[..., features]``; algorithms put their heads on it. Torsos are chosen by name
+(``algo.network=mlp``; :func:`register_torso` adds one from outside the
+package) or passed as a flax module to ``jaxrl.make_train(config, network=…)``.
 
 Orthogonal initialization as in the PPO implementation-details literature
 (Huang et al., 2022, "The 37 Implementation Details of PPO"): hidden layers
@@ -9,7 +14,7 @@ makes all of a network's orthogonal kernels from one random draw.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -18,7 +23,23 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-__all__ = ["MLP", "ActorCritic", "ACTIVATIONS", "dense_dot_general", "orthogonal", "init_params", "init_many", "dense"]
+from jaxrl.config import ConfigError
+
+__all__ = [
+    "MLP",
+    "ActorCritic",
+    "ACTIVATIONS",
+    "TorsoFactory",
+    "dense_dot_general",
+    "orthogonal",
+    "init_params",
+    "init_many",
+    "dense",
+    "register_torso",
+    "torso_names",
+    "make_torso",
+    "check_network",
+]
 
 ACTIVATIONS = {
     "tanh": nn.tanh,
@@ -238,14 +259,18 @@ def dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
 
 
 class MLP(nn.Module):
-    """``[..., d_in] → [..., hidden_sizes[-1]]``, activation after every layer."""
+    """``[..., *obs] → [..., hidden_sizes[-1]]``, activation after every layer;
+    the last ``obs_ndim`` axes are flattened first (an image becomes a vector)."""
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
+    obs_ndim: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
+        if self.obs_ndim > 1:
+            x = x.reshape(x.shape[: x.ndim - self.obs_ndim] + (-1,))
         for width in self.hidden_sizes:
             x = act(dense(width, np.sqrt(2.0))(x))
         return x
@@ -257,7 +282,9 @@ class ActorCritic(nn.Module):
     ``__call__(obs [..., *obs_shape]) -> (policy_out, value [...])`` where
     ``policy_out`` is logits ``[..., n]`` (discrete) or the Gaussian mean
     ``[..., d]`` (continuous; the state-independent ``log_std`` parameter is
-    read with :meth:`log_std`).
+    read with :meth:`log_std`). ``torso`` (default: an :class:`MLP` of
+    ``hidden_sizes``) is copied for the actor and, unless ``shared_torso``, the
+    critic; each copy has its own parameters.
     """
 
     action_dim: int
@@ -268,40 +295,86 @@ class ActorCritic(nn.Module):
     shared_torso: bool = False
     squash: str = "clip"  # continuous actions: "tanh" or "clip" (read by jaxrl.ppo.distribution)
     log_std_init: float = 0.0
+    torso: nn.Module | None = None  # [..., *obs_shape] → [..., features]
+
+    def _make_torso(self) -> nn.Module:
+        if self.torso is None:
+            return MLP(self.hidden_sizes, self.activation, self.obs_ndim)
+        return self.torso.clone()
 
     def setup(self) -> None:
-        self.actor_torso = MLP(self.hidden_sizes, self.activation)
+        self.actor_torso = self._make_torso()
         if not self.shared_torso:
-            self.critic_torso = MLP(self.hidden_sizes, self.activation)
+            self.critic_torso = self._make_torso()
         self.policy_head = dense(self.action_dim, 0.01)
         self.value_head = dense(1, 1.0)
         if not self.discrete:
             self.log_std_param = self.param("log_std", nn.initializers.constant(self.log_std_init), (self.action_dim,))
 
-    def _flatten(self, obs: jax.Array) -> jax.Array:
-        if self.obs_ndim == 1:
-            return obs
-        lead = obs.shape[: obs.ndim - self.obs_ndim]
-        return obs.reshape(lead + (-1,))
-
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        x = self._flatten(obs)
-        hidden = self.actor_torso(x)
+        hidden = self.actor_torso(obs)
         policy_out = self.policy_head(hidden)
-        critic_hidden = hidden if self.shared_torso else self.critic_torso(x)
+        critic_hidden = hidden if self.shared_torso else self.critic_torso(obs)
         value = self.value_head(critic_hidden)[..., 0]
         return policy_out, value
 
     def policy(self, obs: jax.Array) -> jax.Array:
         """The policy head ``[..., n | d]`` without the critic."""
-        return self.policy_head(self.actor_torso(self._flatten(obs)))
+        return self.policy_head(self.actor_torso(obs))
 
     def value(self, obs: jax.Array) -> jax.Array:
         """``V(obs)`` ``[...]`` without the policy head."""
-        x = self._flatten(obs)
-        hidden = self.actor_torso(x) if self.shared_torso else self.critic_torso(x)
+        hidden = self.actor_torso(obs) if self.shared_torso else self.critic_torso(obs)
         return self.value_head(hidden)[..., 0]
 
     def log_std(self) -> jax.Array:
         """State-independent log standard deviation ``[d]`` (continuous only)."""
         return self.log_std_param if not self.discrete else jnp.zeros((0,))
+
+
+# ---------------------------------------------------------------------------
+# The torso registry
+# ---------------------------------------------------------------------------
+
+# (algo_config, obs_shape) -> a torso module [..., *obs_shape] → [..., features]
+TorsoFactory = Callable[[Any, tuple[int, ...]], nn.Module]
+
+
+def _mlp(algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
+    return MLP(tuple(algo.hidden_sizes), algo.activation, len(obs_shape))
+
+
+_TORSOS: dict[str, TorsoFactory] = {"mlp": _mlp}
+
+
+def register_torso(name: str, factory: TorsoFactory, *, replace: bool = False) -> TorsoFactory:
+    """Make ``algo.network=NAME`` build its torso with ``factory(algo_config,
+    obs_shape)`` in this process (CLI, sweeps, resume, evaluate, export).
+    A name already taken needs ``replace=True``. Returns ``factory``."""
+    if not callable(factory):
+        raise TypeError(f"register_torso({name!r}, ...) takes a callable (algo_config, obs_shape) -> flax module")
+    if name in _TORSOS and not replace and _TORSOS[name] is not factory:
+        raise ValueError(f"torso {name!r} is registered already (pass replace=True)")
+    _TORSOS[name] = factory
+    return factory
+
+
+def torso_names() -> list[str]:
+    """Every registered torso name (``mlp`` first)."""
+    return list(_TORSOS)
+
+
+def check_network(algo: Any) -> None:
+    """``algo.network`` names a registered torso (ConfigError otherwise)."""
+    if algo.network not in _TORSOS:
+        raise ConfigError(
+            "algo.network",
+            algo.network,
+            f"must be one of {', '.join(_TORSOS)}",
+            "pass algo.network=mlp, or register yours with jaxrl.networks.register_torso",
+        )
+
+
+def make_torso(name: str, algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
+    """The torso ``algo.network=name`` stands for (KeyError if none)."""
+    return _TORSOS[name](algo, tuple(obs_shape))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -42,7 +43,7 @@ from jaxrl.config import (
 )
 from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
 from jaxrl.envs.core import Discrete, Env
-from jaxrl.networks import ActorCritic, init_params
+from jaxrl.networks import ActorCritic, check_network, init_params, make_torso
 
 __all__ = [
     "HParams",
@@ -151,7 +152,7 @@ class PPOState:
     """Everything one seed carries between updates."""
 
     params: Any  # flax params pytree
-    opt_state: Any  # optax.ScaleByAdamState over the raveled params (jaxrl.optim)
+    opt_state: Any  # the optimizer's optax state (default: Adam moments over the raveled params, jaxrl.optim)
     lr: jax.Array  # float32 [] current lr (moves under lr_schedule=adaptive)
     obs_stats: normalize.RunningStats  # observation normalizer (identity if disabled)
     return_stats: normalize.RunningStats  # [] running stats of the discounted return (normalize_reward)
@@ -167,9 +168,13 @@ class PPOState:
 # ---------------------------------------------------------------------------
 
 
-def make_network(algo: PPOConfig, env: Env) -> ActorCritic:
+def make_network(algo: PPOConfig, env: Env, torso: nn.Module | None = None) -> ActorCritic:
+    """The actor-critic for ``env``: ``torso`` (default: the registered
+    ``algo.network``) under a policy and a value head."""
     space = env.action_space
     discrete = isinstance(space, Discrete)
+    if torso is None:
+        torso = make_torso(algo.network, algo, env.obs_shape)
     return ActorCritic(
         action_dim=space.n if discrete else int(space.shape[0]),
         discrete=discrete,
@@ -179,6 +184,7 @@ def make_network(algo: PPOConfig, env: Env) -> ActorCritic:
         shared_torso=algo.shared_torso,
         squash=algo.squash,
         log_std_init=algo.log_std_init,
+        torso=torso,
     )
 
 
@@ -320,9 +326,9 @@ def ppo_loss(
 # ---------------------------------------------------------------------------
 
 
-def init_optimizer(params: Any) -> Any:
-    """Adam state over the raveled parameters (see :mod:`jaxrl.optim`)."""
-    return optim.init(params, ADAM_EPS)
+def init_optimizer(params: Any, optimizer: optim.Optimizer | None = None) -> Any:
+    """State of ``optimizer`` (default: Adam over the raveled parameters, :mod:`jaxrl.optim`)."""
+    return optim.init(params, ADAM_EPS, optimizer)
 
 
 class StepResult(NamedTuple):
@@ -343,8 +349,10 @@ def sgd_step(
     algo: PPOConfig,
     *,
     advantages_normalized: bool = False,
+    optimizer: optim.Optimizer | None = None,
 ) -> StepResult:
-    """One minibatch step: ∇L, global-norm clip, Adam, ``params −= lr · update``.
+    """One minibatch step: ∇L, then ``optimizer`` (default: global-norm clip,
+    Adam, ``params −= lr · update``; :mod:`jaxrl.optim`).
 
     ``advantages_normalized``: ``batch.advantage`` is already normalized per
     minibatch (what :func:`learn` does for all minibatches at once), so the
@@ -363,7 +371,7 @@ def sgd_step(
         clip_value=algo.clip_value,
         normalize_advantages=algo.normalize_advantages and not advantages_normalized,
     )
-    params, opt_state, grad_norm = optim.apply(params, grads, opt_state, lr, hp.max_grad_norm, ADAM_EPS)
+    params, opt_state, grad_norm = optim.apply(params, grads, opt_state, lr, hp.max_grad_norm, ADAM_EPS, optimizer)
     if algo.lr_schedule == "adaptive":
         kl = metrics.approx_kl
         lr = jnp.where(kl > 2.0 * hp.target_kl, lr / 1.5, lr)
@@ -381,9 +389,11 @@ def learn(
     hp: HParams,
     network: ActorCritic,
     algo: PPOConfig,
+    optimizer: optim.Optimizer | None = None,
 ) -> StepResult:
     """``update_epochs`` passes over ``batch`` (``[B, ...]``), each shuffled into
-    ``num_minibatches`` minibatches. Metrics are means over all steps."""
+    ``num_minibatches`` minibatches, each one :func:`sgd_step` of ``optimizer``.
+    Metrics are means over all steps."""
     size = batch.advantage.shape[0]
     n_mb = algo.num_minibatches
 
@@ -406,7 +416,9 @@ def learn(
             # (experiments/PERFORMANCE_LOG.md, round 10).
             mb = jax.tree.map(lambda x: jnp.take(x, mb_rows, axis=0), batch._replace(advantage=None))
             mb = mb._replace(advantage=mb_adv)
-            out = sgd_step(params, opt_state, lr, mb, hp, network, algo, advantages_normalized=True)
+            out = sgd_step(
+                params, opt_state, lr, mb, hp, network, algo, advantages_normalized=True, optimizer=optimizer
+            )
             return (out.params, out.opt_state, out.lr, sums + jnp.stack([*out.metrics, out.grad_norm])), None
 
         (params, opt_state, lr, sums), _ = jax.lax.scan(minibatch, (params, opt_state, lr, sums), (rows, adv))
@@ -585,7 +597,15 @@ def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
 # ---------------------------------------------------------------------------
 
 
-def init_state(key: jax.Array, hp: Any, env: Env, env_params: Any, network: ActorCritic, num_envs: int) -> PPOState:
+def init_state(
+    key: jax.Array,
+    hp: Any,
+    env: Env,
+    env_params: Any,
+    network: ActorCritic,
+    num_envs: int,
+    optimizer: optim.Optimizer | None = None,
+) -> PPOState:
     """A member's first state: network parameters, optimizer and normalizer
     state, and ``num_envs`` freshly reset envs (shared by A2C and REINFORCE)."""
     key_params, key_env, key = jax.random.split(key, 3)
@@ -594,7 +614,7 @@ def init_state(key: jax.Array, hp: Any, env: Env, env_params: Any, network: Acto
     env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
     return PPOState(
         params=params,
-        opt_state=init_optimizer(params),
+        opt_state=init_optimizer(params, optimizer),
         lr=jnp.asarray(hp.lr, jnp.float32),
         obs_stats=normalize.init(env.obs_shape),
         return_stats=normalize.init(()),
@@ -675,15 +695,27 @@ def make_policy(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:
     return act, sample
 
 
-def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
+def make_agent(
+    algo: PPOConfig,
+    env: Env,
+    num_envs: int,
+    num_updates: int,
+    env_params: Any = None,
+    *,
+    network: nn.Module | None = None,
+    optimizer: optim.Spec = None,
+) -> Agent:
     """PPO for ``num_envs`` parallel copies of ``env`` and a known update budget
-    (``num_updates`` sets the linear learning-rate annealing)."""
-    network = make_network(algo, env)
+    (``num_updates`` sets the linear learning-rate annealing). ``network``: a
+    flax torso ``[..., *obs] → [..., features]`` instead of ``algo.network``'s;
+    ``optimizer``: see :mod:`jaxrl.optim`."""
+    network = make_network(algo, env, network)
+    optimizer = optim.make(optimizer, ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params
     act, sample = make_policy(network, env, algo)
 
     def init(key: jax.Array, hp: HParams) -> PPOState:
-        return init_state(key, hp, env, env_params, network, num_envs)
+        return init_state(key, hp, env, env_params, network, num_envs, optimizer)
 
     def prepare(state: PPOState, hp: HParams) -> tuple[PPOState, Any, Any]:
         return collect(state, hp, env, env_params, network, algo)
@@ -697,7 +729,7 @@ def make_agent(algo: PPOConfig, env: Env, num_envs: int, num_updates: int, env_p
         else:
             lr = state.lr
         key, key_learn = jax.random.split(state.key)
-        out = learn(state.params, state.opt_state, lr, batch, key_learn, hp, network, algo)
+        out = learn(state.params, state.opt_state, lr, batch, key_learn, hp, network, algo, optimizer)
         obs_stats = state.obs_stats
         if algo.normalize_obs:
             obs_stats = normalize.update(obs_stats, traj.obs)
@@ -832,6 +864,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def validate_network(algo: Any) -> None:
     """The actor-critic settings PPO, A2C and REINFORCE share."""
+    check_network(algo)
     check_mlp(algo)
     if algo.squash not in ("tanh", "clip"):
         raise ConfigError("algo.squash", algo.squash, "must be tanh or clip", "pass algo.squash=tanh")
@@ -883,6 +916,7 @@ ALGORITHM = Algorithm(
     config=PPOConfig,
     hparams=HParams,
     make_agent=make_agent,
+    seams=("network", "optimizer"),
     metrics=own_metrics(UpdateMetrics),
     description="Proximal Policy Optimization: clipped surrogate, GAE, epochs × minibatches",
     env_fields=("env_state", "obs", "discounted_return"),

@@ -43,7 +43,7 @@ from jaxrl.config import (
 )
 from jaxrl.distributions import TanhGaussian
 from jaxrl.envs.core import Box, Env
-from jaxrl.networks import MLP, dense, init_many
+from jaxrl.networks import MLP, check_network, dense, init_many, make_torso
 
 __all__ = [
     "HParams",
@@ -96,10 +96,14 @@ class Actor(nn.Module):
     activation: str = "relu"
     log_std_min: float = -5.0
     log_std_max: float = 2.0
+    torso: nn.Module | None = None  # [..., obs] → [..., features]; default an MLP of hidden_sizes
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        x = MLP(self.hidden_sizes, self.activation)(obs)
+        if self.torso is None:
+            x = MLP(self.hidden_sizes, self.activation)(obs)
+        else:
+            x = self.torso.clone(parent=self, name="actor_torso")(obs)
         mean = dense(self.action_dim, 0.01)(x)
         raw = dense(self.action_dim, 0.01)(x)
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
@@ -107,15 +111,23 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """Twin Q-functions: ``(obs, action) → [2, ...]``."""
+    """Twin Q-functions: ``(obs, action) → [2, ...]``, each a torso (default: an
+    MLP of ``hidden_sizes``) on ``[obs, action]`` under a linear head."""
 
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
+    torso: nn.Module | None = None  # [..., obs + action] → [..., features]
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         x = jnp.concatenate([obs, action], axis=-1)
-        qs = [dense(1, 1.0)(MLP(self.hidden_sizes, self.activation)(x))[..., 0] for _ in range(2)]
+
+        def torso(i: int) -> nn.Module:
+            if self.torso is None:
+                return MLP(self.hidden_sizes, self.activation)
+            return self.torso.clone(parent=self, name=f"q{i}_torso")
+
+        qs = [dense(1, 1.0)(torso(i)(x))[..., 0] for i in range(2)]
         return jnp.stack(qs)
 
 
@@ -230,9 +242,6 @@ def alpha_loss(log_alpha: jax.Array, logp: jax.Array, target_entropy: jax.Array)
     return -jnp.mean(log_alpha * jax.lax.stop_gradient(logp + target_entropy))
 
 
-_apply = optim.apply  # global-norm clip + Adam over the raveled parameters
-
-
 def gradient_step(
     state: SACState,
     batch: Transition,
@@ -243,8 +252,11 @@ def gradient_step(
     space: Box,
     *,
     noise: jax.Array | None = None,
+    optimizer: optim.Optimizer | None = None,
 ) -> tuple[SACState, StepMetrics]:
     """Critics, then actor and temperature, then the target critics (``τ``).
+    The actor and the critics take a step of ``optimizer`` (default: clip +
+    Adam, :mod:`jaxrl.optim`); the temperature always takes Adam's.
 
     The two policy samples (the critic target's ``a'`` and the actor loss's
     ``ã``) come from ``key``, or from their standard-normal ``noise``
@@ -269,8 +281,8 @@ def gradient_step(
         space,
         noise=noise_critic,
     )
-    critic_params, critic_opt, grad_norm = _apply(
-        state.critic_params, c_grads, state.critic_opt, hp.lr, hp.max_grad_norm
+    critic_params, critic_opt, grad_norm = optim.apply(
+        state.critic_params, c_grads, state.critic_opt, hp.lr, hp.max_grad_norm, optimizer=optimizer
     )
     (a_loss, logp), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
         state.actor_params,
@@ -283,10 +295,12 @@ def gradient_step(
         space,
         noise=noise_actor,
     )
-    actor_params, actor_opt, _ = _apply(state.actor_params, a_grads, state.actor_opt, hp.lr, hp.max_grad_norm)
+    actor_params, actor_opt, _ = optim.apply(
+        state.actor_params, a_grads, state.actor_opt, hp.lr, hp.max_grad_norm, optimizer=optimizer
+    )
     target_entropy = -hp.target_entropy_scale * float(np.prod(space.shape))
     al_loss, al_grad = jax.value_and_grad(alpha_loss)(state.log_alpha, logp, target_entropy)
-    log_alpha, alpha_opt, _ = _apply(state.log_alpha, al_grad, state.alpha_opt, hp.alpha_lr, jnp.float32(1e10))
+    log_alpha, alpha_opt, _ = optim.apply(state.log_alpha, al_grad, state.alpha_opt, hp.alpha_lr, jnp.float32(1e10))
     target_params = jax.tree.map(lambda t, c: (1.0 - hp.tau) * t + hp.tau * c, state.target_params, critic_params)
     new_state = state.replace(
         actor_params=actor_params,
@@ -306,15 +320,33 @@ def gradient_step(
 # ---------------------------------------------------------------------------
 
 
-def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
-    """SAC for ``num_envs`` copies of a continuous-action ``env``."""
+def make_agent(
+    algo: SACConfig,
+    env: Env,
+    num_envs: int,
+    num_updates: int,
+    env_params: Any = None,
+    *,
+    network: nn.Module | None = None,
+    optimizer: optim.Spec = None,
+) -> Agent:
+    """SAC for ``num_envs`` copies of a continuous-action ``env``. ``network``: a
+    flax torso used by the actor (on the observation) and each critic (on
+    ``[obs, action]``), instead of ``algo.network``'s; ``optimizer``: the
+    actor's and critics' (:mod:`jaxrl.optim`)."""
     space = env.action_space
     if not isinstance(space, Box):
         raise TypeError(f"SAC needs continuous actions; {env.name} has {space}")
     env_params = env.default_params if env_params is None else env_params
     dim = int(np.prod(space.shape))
-    actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, algo.log_std_min, algo.log_std_max)
-    critic = Critic(tuple(algo.hidden_sizes), algo.activation)
+    actor_torso = critic_torso = network
+    if network is None and algo.network != "mlp":
+        flat_obs = int(np.prod(env.obs_shape))
+        actor_torso = make_torso(algo.network, algo, env.obs_shape)
+        critic_torso = make_torso(algo.network, algo, (flat_obs + dim,))
+    actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, algo.log_std_min, algo.log_std_max, actor_torso)
+    critic = Critic(tuple(algo.hidden_sizes), algo.activation, critic_torso)
+    optimizer = optim.make(optimizer)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = max(1, round(algo.utd * num_envs * algo.num_steps))
     warmup = -(-int(algo.learning_starts) // num_envs)  # env steps per env
@@ -372,8 +404,8 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
             critic_params=critic_params,
             target_params=critic_params,
             log_alpha=log_alpha,
-            actor_opt=optim.init(actor_params),
-            critic_opt=optim.init(critic_params),
+            actor_opt=optimizer.init(actor_params),
+            critic_opt=optimizer.init(critic_params),
             alpha_opt=optim.init(log_alpha),
             buffer=buffers.init(example, algo.buffer_size),
             obs_stats=normalize.init(env.obs_shape),
@@ -404,7 +436,7 @@ def make_agent(algo: SACConfig, env: Env, num_envs: int, num_updates: int, env_p
             batch = buffers.take(state.buffer, index)
             if algo.normalize_obs:
                 batch = batch._replace(obs=prep(state, batch.obs), next_obs=prep(state, batch.next_obs))
-            return gradient_step(state, batch, None, hp, actor, critic, space, noise=noise)
+            return gradient_step(state, batch, None, hp, actor, critic, space, noise=noise, optimizer=optimizer)
 
         state, m = jax.lax.scan(learn, state.replace(key=key), (index, noise))
         m = jax.tree.map(jnp.mean, m)
@@ -489,6 +521,7 @@ def validate(config: Config) -> None:
             f"must hold one update's transitions ({config.num_envs * algo.num_steps})",
             "pass a larger algo.buffer_size",
         )
+    check_network(algo)
     check_mlp(algo, "[256,256]")
     if not algo.log_std_min < algo.log_std_max:
         raise ConfigError(
@@ -521,6 +554,7 @@ ALGORITHM = Algorithm(
     config=SACConfig,
     hparams=HParams,
     make_agent=make_agent,
+    seams=("network", "optimizer"),
     metrics=own_metrics(UpdateMetrics),
     description="Soft Actor-Critic: twin critics, Polyak targets, automatic temperature, on-device replay",
     actions=("continuous",),

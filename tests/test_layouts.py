@@ -26,6 +26,9 @@ LAYOUTS = (1, 2, 4)
 # 32 seeds: at least 8 members per device, where XLA:CPU's reductions stop depending on the count
 ARGS = ["env=cartpole", *CARTPOLE_TINY, "seeds=32", "plots=false", "progress=false"]
 TIMING = {"chunk_time_s", "env_steps_per_s"}
+# The module's first test pays for the shared matrix (six subprocesses, each
+# bounded by its own timeout below): ≈ 3.5 min on one free 2-core machine.
+pytestmark = pytest.mark.timeout(1200)
 
 TRAIN = r"""
 import json, sys

@@ -1,7 +1,8 @@
 """The PPO learner's cost at PureJaxRL's CartPole settings, and what LLVM -O1
 and the Dense layers' transposed backward do.
 
-    python experiments/bench/learner.py [--skip-opt-levels] [--skip-backward] [--out experiments/results/bench_learner.json]
+    python experiments/bench/learner.py [--skip-opt-levels] [--skip-backward] [--skip-optimizers]
+                                        [--out experiments/results/bench_learner.json]
 
 1. ``ppo.learn`` alone (4 epochs × 4 minibatches of 128 on a real rollout, one
    seed): median ms per update, and the XLA kernels (fusions + dots) in one
@@ -19,6 +20,13 @@ and the Dense layers' transposed backward do.
    ``lax.dot_general``'s own backward; the runs alternate, 3 each, and the
    median env-steps/s of each and their ratio are printed.
 
+4. The PPO learner alone (as in 1) at 1 and 16 seeds (vmapped) under each
+   optimizer, compiled in the same process and timed round-robin: the
+   hand-written raveled clip + Adam jaxrl used before its optimizer became an
+   optax chain (``handwritten_apply`` below, the code as it was), the default
+   ``jaxrl.optim`` chain over one raveled vector (``optax.flatten``), and the
+   same chain per parameter leaf; ratios against the hand-written one.
+
 Only public pieces are used, so parts 1–2 also run against older jaxrl
 checkouts (``PYTHONPATH=OLD_CHECKOUT``; part 2 needs ``compiler_options``,
 part 3 ``TRANSPOSED_BACKWARD`` and ``jaxrl.profile.round_robin_seconds``).
@@ -34,9 +42,12 @@ import time
 
 import jax
 import jax.numpy as jnp
+import optax
+from jax.flatten_util import ravel_pytree
 from peers import PUREJAXRL_CARTPOLE, SAC_PENDULUM  # experiments/bench/peers.py
 
-from jaxrl import ppo
+from jaxrl import optim, ppo
+from jaxrl._platform import compiler_options
 from jaxrl.config import parse, validate
 from jaxrl.loop import make_train
 from jaxrl.profile import median_seconds, round_robin_seconds
@@ -136,10 +147,75 @@ def backward_layout(name: str, settings: list[str], seeds: int, repeats: int = 3
     return row
 
 
+def handwritten_init(params, eps=1e-8, optimizer=None):
+    """jaxrl's optimizer state before the optax seam: Adam moments over the raveled parameters."""
+    return optax.scale_by_adam(eps=eps).init(ravel_pytree(params)[0])
+
+
+def handwritten_apply(params, grads, opt_state, lr, max_norm, eps=1e-8, optimizer=None):
+    """jaxrl's optimizer step before the optax seam: ravel, clip, Adam, ``p − lr · u`` per leaf."""
+    flat, unravel = ravel_pytree(grads)
+    norm = jnp.sqrt(jnp.sum(jnp.square(flat)))
+    flat = flat * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
+    updates, opt_state = optax.scale_by_adam(eps=eps).update(flat, opt_state)
+    params = jax.tree.map(lambda p, u: p - lr * u, params, unravel(updates))
+    return params, opt_state, norm
+
+
+def per_leaf(lr):
+    return optax.chain(optax.scale_by_adam(eps=ppo.ADAM_EPS), optax.scale_by_learning_rate(lr))
+
+
+def optimizers(seeds_list=(1, 16), repeats: int = 51) -> list[dict]:
+    rows = []
+    for seeds in seeds_list:
+        config = validate(parse([*SETTINGS, "seeds=1"]))
+        trainer = make_train(config)
+        agent, hp, algo = trainer.agent, trainer.hparams, config.algo
+        keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
+        states = jax.jit(jax.vmap(agent.init, (0, None)))(keys, hp)
+        _, _, prepared = jax.jit(jax.vmap(lambda s: agent.phases[1][1](s, hp)))(states)
+        learn_keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32) + 1000)
+        programs = {}
+        saved = optim.apply, optim.init
+        for name, spec in (
+            ("hand-written", "before"),
+            ("optax chain, flattened (default)", None),
+            ("optax chain, per leaf", per_leaf),
+        ):
+            optimizer = optim.make(None if spec == "before" else spec, ppo.ADAM_EPS)
+            if spec == "before":
+                optim.apply, optim.init = handwritten_apply, handwritten_init
+            try:
+                opt_state = jax.vmap(lambda p, o=optimizer: optim.init(p, ppo.ADAM_EPS, o))(states.params)
+
+                def learn(params, opt_state, batch, key, o=optimizer):
+                    return ppo.learn(params, opt_state, jnp.float32(2.5e-4), batch, key, hp, agent.network, algo, o)
+
+                args = (states.params, opt_state, prepared.batch, learn_keys)
+                programs[name] = (jax.jit(jax.vmap(learn)).lower(*args).compile(compiler_options()), args)
+            finally:
+                optim.apply, optim.init = saved
+        seconds = round_robin_seconds(list(programs.values()), repeats)
+        base = seconds[0]
+        for name, sec in zip(programs, seconds, strict=True):
+            rows.append(
+                {
+                    "seeds": seeds,
+                    "optimizer": name,
+                    "learner_ms_per_update": round(sec * 1e3, 3),
+                    "speed_vs_handwritten": round(base / sec, 3),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip-opt-levels", action="store_true")
     parser.add_argument("--skip-backward", action="store_true")
+    parser.add_argument("--skip-optimizers", action="store_true")
     parser.add_argument("--out", default="experiments/results/bench_learner.json")
     args = parser.parse_args()
     result = {"jax": jax.__version__, "backend": jax.default_backend(), "learner": learner()}
@@ -154,6 +230,8 @@ def main() -> None:
             backward_layout("SAC Pendulum", SAC_PENDULUM, 1),
             backward_layout("SAC Pendulum", SAC_PENDULUM, 4),
         ]
+    if not args.skip_optimizers:
+        result["optimizers"] = optimizers()
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)

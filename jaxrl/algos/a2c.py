@@ -48,6 +48,7 @@ class A2CConfig:
     name: str = "a2c"
     # --- static ---------------------------------------------------------------
     num_steps: int = 5  # rollout length T per env per update (n of the n-step return)
+    network: str = "mlp"  # torso by name (jaxrl.networks.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
@@ -153,15 +154,25 @@ def _loss(params: Any, network: Any, batch: ppo.Batch, hp: HParams, normalize_ad
     )
 
 
-def make_agent(algo: A2CConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
+def make_agent(
+    algo: A2CConfig,
+    env: Env,
+    num_envs: int,
+    num_updates: int,
+    env_params: Any = None,
+    *,
+    network: Any = None,
+    optimizer: optim.Spec = None,
+) -> Agent:
     """A2C for ``num_envs`` parallel copies of ``env`` (``num_updates`` sets the
-    linear learning-rate annealing)."""
-    network = ppo.make_network(algo, env)
+    linear learning-rate annealing). ``network`` and ``optimizer``: as :func:`jaxrl.ppo.make_agent`'s."""
+    network = ppo.make_network(algo, env, network)
+    optimizer = optim.make(optimizer, ppo.ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params
     act, sample = ppo.make_policy(network, env, algo)
 
     def init(key: jax.Array, hp: HParams) -> ppo.PPOState:
-        return ppo.init_state(key, hp, env, env_params, network, num_envs)
+        return ppo.init_state(key, hp, env, env_params, network, num_envs, optimizer)
 
     def update(state: ppo.PPOState, hp: HParams, update_idx: jax.Array) -> tuple[ppo.PPOState, UpdateMetrics]:
         state, traj, prepared = ppo.collect(state, hp, env, env_params, network, algo)
@@ -172,7 +183,7 @@ def make_agent(algo: A2CConfig, env: Env, num_envs: int, num_updates: int, env_p
         grad_fn = jax.value_and_grad(_loss, has_aux=True)
         (_, loss), grads = grad_fn(state.params, network, prepared.batch, hp, algo.normalize_advantages)
         params, opt_state, grad_norm = optim.apply(
-            state.params, grads, state.opt_state, lr, hp.max_grad_norm, ppo.ADAM_EPS
+            state.params, grads, state.opt_state, lr, hp.max_grad_norm, ppo.ADAM_EPS, optimizer
         )
         obs_stats = normalize.update(state.obs_stats, traj.obs) if algo.normalize_obs else state.obs_stats
         new_state = state.replace(
@@ -251,6 +262,7 @@ ALGORITHM = Algorithm(
     config=A2CConfig,
     hparams=HParams,
     make_agent=make_agent,
+    seams=("network", "optimizer"),
     metrics=own_metrics(UpdateMetrics),
     description="Synchronous advantage actor-critic: n-step / GAE advantages, one gradient step per rollout",
     env_fields=("env_state", "obs", "discounted_return"),

@@ -81,7 +81,9 @@ class Algorithm:
     float hyperparameters; ``hparams`` is the pytree of
     those (``hparams.from_config(config)``), passed to the compiled program as
     an argument so that one compile serves every seed and setting.
-    ``make_agent(algo_config, env, num_envs, num_updates, env_params) -> Agent``.
+    ``make_agent(algo_config, env, num_envs, num_updates, env_params, **seams) -> Agent``
+    where ``seams`` holds the keyword arguments it declares in :attr:`seams`
+    (``network=``, ``optimizer=``) when research code passes them to ``make_train``.
     """
 
     name: str
@@ -101,6 +103,9 @@ class Algorithm:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # env id -> overrides
     validate: Callable[[Any], None] = _no_checks  # (Config) -> None, raising ConfigError; beyond the common checks
     pbt_bounds: Mapping[str, tuple[float, float, bool]] = field(default_factory=dict)  # name -> (lo, hi, log)
+    # Keyword arguments make_agent takes from make_train(config, network=…, optimizer=…):
+    # "network" (a flax torso module) and/or "optimizer" (jaxrl.optim.Spec).
+    seams: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.config) or "name" not in {f.name for f in dataclasses.fields(self.config)}:
@@ -121,6 +126,8 @@ class Algorithm:
         unknown = set(self.pbt_bounds) - set(traced)
         if unknown:
             raise TypeError(f"Algorithm {self.name!r}: PBT bounds for untraced fields {sorted(unknown)}")
+        if not set(self.seams) <= {"network", "optimizer"}:
+            raise TypeError(f"Algorithm {self.name!r}: seams may name network and/or optimizer")
         if not set(self.actions) <= {"discrete", "continuous"} or not self.actions:
             raise TypeError(f"Algorithm {self.name!r}: actions must name discrete and/or continuous")
 

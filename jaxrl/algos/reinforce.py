@@ -53,6 +53,7 @@ class ReinforceConfig:
     # --- static ---------------------------------------------------------------
     num_steps: int = 500  # T: steps per env and update; every env's first episode counts
     baseline: bool = True  # learn V and subtract it (also bootstraps truncations)
+    network: str = "mlp"  # torso by name (jaxrl.networks.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
@@ -149,15 +150,25 @@ def _loss(params: Any, network: Any, batch: Batch, hp: HParams, baseline: bool):
     return reinforce_loss(ppo.log_prob(dist, batch.action), dist.entropy(), value, batch, hp, baseline=baseline)
 
 
-def make_agent(algo: ReinforceConfig, env: Env, num_envs: int, num_updates: int, env_params: Any = None) -> Agent:
-    """REINFORCE for ``num_envs`` parallel copies of ``env``."""
-    network = ppo.make_network(algo, env)
+def make_agent(
+    algo: ReinforceConfig,
+    env: Env,
+    num_envs: int,
+    num_updates: int,
+    env_params: Any = None,
+    *,
+    network: Any = None,
+    optimizer: optim.Spec = None,
+) -> Agent:
+    """REINFORCE for ``num_envs`` parallel copies of ``env``. ``network`` and ``optimizer``: as :func:`jaxrl.ppo.make_agent`'s."""
+    network = ppo.make_network(algo, env, network)
+    optimizer = optim.make(optimizer, ppo.ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params
     act, sample = ppo.make_policy(network, env, algo)
     reset = jax.vmap(env.reset, in_axes=(0, None))
 
     def init(key: jax.Array, hp: HParams) -> ppo.PPOState:
-        return ppo.init_state(key, hp, env, env_params, network, num_envs)
+        return ppo.init_state(key, hp, env, env_params, network, num_envs, optimizer)
 
     def update(state: ppo.PPOState, hp: HParams, update_idx: jax.Array) -> tuple[ppo.PPOState, UpdateMetrics]:
         key, key_reset = jax.random.split(state.key)
@@ -186,7 +197,7 @@ def make_agent(algo: ReinforceConfig, env: Env, num_envs: int, num_updates: int,
         grad_fn = jax.value_and_grad(_loss, has_aux=True)
         (_, loss), grads = grad_fn(state.params, network, batch, hp, algo.baseline)
         params, opt_state, grad_norm = optim.apply(
-            state.params, grads, state.opt_state, lr, hp.max_grad_norm, ppo.ADAM_EPS
+            state.params, grads, state.opt_state, lr, hp.max_grad_norm, ppo.ADAM_EPS, optimizer
         )
         obs_stats = state.obs_stats
         if algo.normalize_obs:
@@ -245,6 +256,7 @@ ALGORITHM = Algorithm(
     config=ReinforceConfig,
     hparams=HParams,
     make_agent=make_agent,
+    seams=("network", "optimizer"),
     metrics=own_metrics(UpdateMetrics),
     description="REINFORCE: Monte-Carlo policy gradient over complete episodes, optional value baseline",
     presets=PRESETS,
