@@ -283,6 +283,7 @@ class Config:
         "auto"  # persistent XLA cache: auto ($JAXRL_COMPILE_CACHE or the user cache dir) | off | a directory
     )
     profile: bool = False  # time rollout / advantages / learner per update and write a jax.profiler trace
+    perf: str = "auto"  # jaxrl's XLA:CPU kernels: auto (on for the CPU backend only) | on | off (plain flax/optax/JAX)
     parallel: str = "seeds"  # seeds: members (seeds × configurations) sharded over devices | data: one run's envs split over devices
     devices: int = 0  # devices to use (0: all; in multi-process runs, all of every process)
 
@@ -763,6 +764,8 @@ def validate(config: Config) -> Config:
             "compile_cache", config.compile_cache, "must be auto, off or a directory", "pass compile_cache=off"
         )
     _validate_parallel(config)
+    if config.perf not in ("auto", "on", "off"):
+        raise ConfigError("perf", config.perf, "must be auto, on or off", "pass perf=auto")
     if config.on_nan not in ("stop", "drop"):
         raise ConfigError("on_nan", config.on_nan, "must be stop or drop", "pass on_nan=stop")
     if config.eval.max_steps < 0:

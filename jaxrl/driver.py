@@ -402,8 +402,8 @@ def execute(
     resume_cmd = resume_cmd or f"python -m jaxrl.train resume={job.run_dir}"
     heldout_settings = parse_perturb(config.eval.perturb, env)  # checked before anything compiles
 
-    from jaxrl import _platform, memory, parallel
-    from jaxrl._platform import compiler_options, enable_compile_cache
+    from jaxrl import _platform, memory, parallel, perf
+    from jaxrl._platform import enable_compile_cache
 
     cache = enable_compile_cache(config.compile_cache)
     primary = parallel.is_primary()
@@ -480,7 +480,7 @@ def execute(
         rep = parallel.replicated(layout)
         init_jit = jax.jit(init, out_shardings=shardings)
         program_jit = jax.jit(program, donate_argnums=0, in_shardings=(shardings,), out_shardings=(shardings, rep, rep))
-    options = compiler_options()
+    options = perf.compile_options(perf.of(job.config))
     init_c = init_jit.lower(keys, job.hparams).compile(options) if carry is None else None
     program_c = program_jit.lower(abstract).compile(options)
     compile_s = time.perf_counter() - t0
@@ -744,14 +744,16 @@ def _heldout(trainer, env, states, settings: list[dict[str, float]], log) -> dic
     import jax
     import numpy as np
 
-    from jaxrl._platform import compiler_options
+    from jaxrl import perf
     from jaxrl.envs import with_params
     from jaxrl.loop import make_heldout
 
     params = [env.default_params] + [with_params(env, **s) for s in settings]
     stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *params)
     t0 = time.perf_counter()
-    result = jax.jit(make_heldout(trainer), compiler_options=compiler_options())(states, stacked)
+    result = jax.jit(make_heldout(trainer), compiler_options=perf.compile_options(perf.of(trainer.config)))(
+        states, stacked
+    )
     from jaxrl.parallel import to_host
 
     returns = np.asarray(to_host(result.returns), np.float64).mean(axis=-1)  # [K, M]

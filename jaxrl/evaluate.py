@@ -183,8 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from jaxrl import stats
-    from jaxrl._platform import compiler_options
+    from jaxrl import perf, stats
     from jaxrl.driver import write_json
 
     config, env = run.config, run.env
@@ -200,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     if layout is not None:
         states, keys = parallel.place((states, keys), parallel.member_shardings(layout, (states, keys)))
     t0 = time.perf_counter()
-    program = jax.jit(jax.vmap(evaluate)).lower(states, keys).compile(compiler_options())
+    program = jax.jit(jax.vmap(evaluate)).lower(states, keys).compile(perf.compile_options(perf.of(config)))
     try:
         from jaxrl import memory
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from jaxrl.evaluate import EvalMetrics
 
 from jaxrl import envs as envs_lib
+from jaxrl import perf as perf_lib
 from jaxrl.algos import get as get_algorithm
 from jaxrl.config import Config, seed_ids
 
@@ -160,6 +161,8 @@ def make_train(
         raise TypeError(
             f"algorithm {algorithm.name!r} takes no {' or '.join(unsupported)}= (its seams: {algorithm.seams})"
         )
+    if "perf" in algorithm.seams:
+        seams["perf"] = perf_lib.of(config)
     agent = algorithm.make_agent(algo, env, config.num_envs, num_updates, env_params, **seams)
     hparams = algorithm.hparams.from_config(algo)
     eval_steps = config.eval.max_steps or env.max_episode_steps or 1000

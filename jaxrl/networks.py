@@ -14,6 +14,7 @@ makes all of a network's orthogonal kernels from one random draw.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +40,8 @@ __all__ = [
     "torso_names",
     "make_torso",
     "check_network",
+    "with_perf",
+    "init",
 ]
 
 ACTIVATIONS = {
@@ -246,25 +249,28 @@ def init_many(key: jax.Array, *calls: tuple[Any, ...]) -> tuple[Any, ...]:
     return each(_Kernels(made), lambda f, *args: f(*args))
 
 
-def dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
+def dense(features: int, scale: float, name: str | None = None, perf: bool = True) -> nn.Dense:
     """``nn.Dense`` ``[..., in] → [..., features]``: orthogonal kernel of gain
-    ``scale`` (:func:`orthogonal`), zero bias, :func:`dense_dot_general` product."""
+    ``scale`` (:func:`orthogonal`), zero bias; the :func:`dense_dot_general`
+    product with ``perf`` (jaxrl.perf), ``lax.dot_general``'s without."""
     return nn.Dense(
         features,
         kernel_init=orthogonal(scale),
         bias_init=nn.initializers.zeros,
         name=name,
-        dot_general=dense_dot_general,
+        dot_general=dense_dot_general if perf else None,
     )
 
 
 class MLP(nn.Module):
     """``[..., *obs] → [..., hidden_sizes[-1]]``, activation after every layer;
-    the last ``obs_ndim`` axes are flattened first (an image becomes a vector)."""
+    the last ``obs_ndim`` axes are flattened first (an image becomes a vector).
+    ``perf``: the layers' XLA:CPU product (:func:`dense`)."""
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
     obs_ndim: int = 1
+    perf: bool = True
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -272,7 +278,7 @@ class MLP(nn.Module):
         if self.obs_ndim > 1:
             x = x.reshape(x.shape[: x.ndim - self.obs_ndim] + (-1,))
         for width in self.hidden_sizes:
-            x = act(dense(width, np.sqrt(2.0))(x))
+            x = act(dense(width, np.sqrt(2.0), perf=self.perf)(x))
         return x
 
 
@@ -284,7 +290,9 @@ class ActorCritic(nn.Module):
     ``[..., d]`` (continuous; the state-independent ``log_std`` parameter is
     read with :meth:`log_std`). ``torso`` (default: an :class:`MLP` of
     ``hidden_sizes``) is copied for the actor and, unless ``shared_torso``, the
-    critic; each copy has its own parameters.
+    critic; each copy has its own parameters. ``perf`` (jaxrl.perf) selects the
+    XLA:CPU product in the heads and in every torso that has a ``perf`` field;
+    the rollout and learner read it too.
     """
 
     action_dim: int
@@ -296,18 +304,19 @@ class ActorCritic(nn.Module):
     squash: str = "clip"  # continuous actions: "tanh" or "clip" (read by jaxrl.ppo.distribution)
     log_std_init: float = 0.0
     torso: nn.Module | None = None  # [..., *obs_shape] → [..., features]
+    perf: bool = True
 
     def _make_torso(self) -> nn.Module:
         if self.torso is None:
-            return MLP(self.hidden_sizes, self.activation, self.obs_ndim)
-        return self.torso.clone()
+            return MLP(self.hidden_sizes, self.activation, self.obs_ndim, self.perf)
+        return with_perf(self.torso, self.perf).clone()
 
     def setup(self) -> None:
         self.actor_torso = self._make_torso()
         if not self.shared_torso:
             self.critic_torso = self._make_torso()
-        self.policy_head = dense(self.action_dim, 0.01)
-        self.value_head = dense(1, 1.0)
+        self.policy_head = dense(self.action_dim, 0.01, perf=self.perf)
+        self.value_head = dense(1, 1.0, perf=self.perf)
         if not self.discrete:
             self.log_std_param = self.param("log_std", nn.initializers.constant(self.log_std_init), (self.action_dim,))
 
@@ -330,6 +339,19 @@ class ActorCritic(nn.Module):
     def log_std(self) -> jax.Array:
         """State-independent log standard deviation ``[d]`` (continuous only)."""
         return self.log_std_param if not self.discrete else jnp.zeros((0,))
+
+
+def with_perf(module: nn.Module, perf: bool) -> nn.Module:
+    """``module`` with its ``perf`` field set (a module without one, as given)."""
+    if "perf" in {f.name for f in dataclasses.fields(module)}:
+        return module.clone(perf=perf)
+    return module
+
+
+def init(module: nn.Module, key: jax.Array, *example: Any, perf: bool = True) -> Any:
+    """A module's parameters: :func:`init_params` (one draw for every orthogonal
+    kernel) with ``perf``, ``module.init(key, *example)`` itself without."""
+    return init_params(module, key, *example) if perf else module.init(key, *example)
 
 
 # ---------------------------------------------------------------------------

@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import normalize, optim, packing, shuffle
+from jaxrl import normalize, optim
+from jaxrl import perf as perf_lib
 from jaxrl.advantages import gae
 from jaxrl.algos.base import Agent, Algorithm, own_metrics
 from jaxrl.config import (
@@ -43,7 +44,8 @@ from jaxrl.config import (
 )
 from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
 from jaxrl.envs.core import Discrete, Env
-from jaxrl.networks import ActorCritic, check_network, init_params, make_torso
+from jaxrl.networks import ActorCritic, check_network, make_torso
+from jaxrl.networks import init as init_network
 
 __all__ = [
     "HParams",
@@ -168,9 +170,9 @@ class PPOState:
 # ---------------------------------------------------------------------------
 
 
-def make_network(algo: PPOConfig, env: Env, torso: nn.Module | None = None) -> ActorCritic:
+def make_network(algo: PPOConfig, env: Env, torso: nn.Module | None = None, perf: bool = True) -> ActorCritic:
     """The actor-critic for ``env``: ``torso`` (default: the registered
-    ``algo.network``) under a policy and a value head."""
+    ``algo.network``) under a policy and a value head; ``perf``: jaxrl.perf."""
     space = env.action_space
     discrete = isinstance(space, Discrete)
     if torso is None:
@@ -185,6 +187,7 @@ def make_network(algo: PPOConfig, env: Env, torso: nn.Module | None = None) -> A
         squash=algo.squash,
         log_std_init=algo.log_std_init,
         torso=torso,
+        perf=perf,
     )
 
 
@@ -400,7 +403,7 @@ def learn(
     def epoch(carry, _):
         params, opt_state, lr, key, sums = carry
         key, key_perm = jax.random.split(key)
-        rows = shuffle.permutation(key_perm, size).reshape(n_mb, size // n_mb)  # [n_mb, mb]
+        rows = perf_lib.permutation(network.perf, key_perm, size).reshape(n_mb, size // n_mb)  # [n_mb, mb]
         adv = jnp.take(batch.advantage, rows, axis=0)
         if algo.normalize_advantages:  # per minibatch, for all of them in one pass
             mean = adv.mean(axis=1, keepdims=True)
@@ -485,7 +488,7 @@ def rollout(
     outputs (same parameters and normalizer as while acting, so they are the
     values at collection time): the sequential loop does only the policy
     forward, the sampling and the env step, with its carry and outputs packed
-    per dtype (:func:`packing.scan`).
+    per dtype (:func:`jaxrl.packing.scan`, under ``network.perf``).
 
     ``final_obs_t`` is ``s_{t+1}`` unless step ``t`` ended an episode, so
     when the env's truncation is a time limit of ``P`` steps
@@ -521,7 +524,9 @@ def rollout(
         )
         return (env_state, out.obs), (transition, policy_out)
 
-    (env_state, obs), (traj, policy_out) = packing.scan(step, (state.env_state, state.obs), (noise, env_draws))
+    (env_state, obs), (traj, policy_out) = perf_lib.scan(network.perf)(
+        step, (state.env_state, state.obs), (noise, env_draws)
+    )
     traj = traj._replace(log_prob=log_prob(distribution(network, state.params, policy_out), traj.action))
     per_env = truncation_slots(steps, env.truncation_period(env_params))
     compact = per_env is not None
@@ -610,7 +615,7 @@ def init_state(
     state, and ``num_envs`` freshly reset envs (shared by A2C and REINFORCE)."""
     key_params, key_env, key = jax.random.split(key, 3)
     dummy = jnp.zeros((1,) + env.obs_shape, jnp.float32)
-    params = init_params(network, key_params, dummy)
+    params = init_network(network, key_params, dummy, perf=network.perf)
     env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
     return PPOState(
         params=params,
@@ -704,12 +709,13 @@ def make_agent(
     *,
     network: nn.Module | None = None,
     optimizer: optim.Spec = None,
+    perf: bool = True,
 ) -> Agent:
     """PPO for ``num_envs`` parallel copies of ``env`` and a known update budget
     (``num_updates`` sets the linear learning-rate annealing). ``network``: a
     flax torso ``[..., *obs] → [..., features]`` instead of ``algo.network``'s;
-    ``optimizer``: see :mod:`jaxrl.optim`."""
-    network = make_network(algo, env, network)
+    ``optimizer``: see :mod:`jaxrl.optim`; ``perf``: :mod:`jaxrl.perf`'s switch, resolved."""
+    network = make_network(algo, env, network, perf)
     optimizer = optim.make(optimizer, ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params
     act, sample = make_policy(network, env, algo)
@@ -916,7 +922,7 @@ ALGORITHM = Algorithm(
     config=PPOConfig,
     hparams=HParams,
     make_agent=make_agent,
-    seams=("network", "optimizer"),
+    seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
     description="Proximal Policy Optimization: clipped surrogate, GAE, epochs × minibatches",
     env_fields=("env_state", "obs", "discounted_return"),

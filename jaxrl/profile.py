@@ -42,7 +42,8 @@ from typing import Any
 
 import jax
 
-from jaxrl._platform import compiler_options, usable_cores
+from jaxrl import perf
+from jaxrl._platform import usable_cores
 from jaxrl.config import error_line
 from jaxrl.envs.core import random_steps
 
@@ -85,14 +86,16 @@ def round_robin_seconds(calls: list[tuple[Any, tuple]], repeats: int = 5) -> lis
     return [statistics.median(t) for t in times]
 
 
-def _time_interleaved(calls: list[tuple[Any, tuple]], repeats: int) -> tuple[list[tuple[float, float]], list[Any]]:
+def _time_interleaved(
+    calls: list[tuple[Any, tuple]], repeats: int, options: dict[str, Any] | None = None
+) -> tuple[list[tuple[float, float]], list[Any]]:
     """(compile seconds, median seconds per call) of each ``jax.jit(fn)(*args)``,
     compiled first, then timed by :func:`round_robin_seconds`; and the compiled
     functions."""
     compiled, compile_s = [], []
     for fn, args in calls:
         t0 = time.perf_counter()
-        compiled.append((jax.jit(fn).lower(*args).compile(compiler_options()), args))
+        compiled.append((jax.jit(fn).lower(*args).compile(options), args))
         compile_s.append(time.perf_counter() - t0)
     timed = list(zip(compile_s, round_robin_seconds(compiled, repeats), strict=True))
     return timed, [fn for fn, _ in compiled]
@@ -302,7 +305,7 @@ def breakdown(
     probes.append(("full update", jax.vmap(lambda s, hp: trainer.update(s, hp))))
 
     calls = [(fn, (states,) if label.startswith("env only") else (states, hparams)) for label, fn in probes]
-    timed, compiled = _time_interleaved(calls, repeats)
+    timed, compiled = _time_interleaved(calls, repeats, perf.compile_options(perf.of(trainer.config)))
     measured = [(label, c, seconds) for (label, _), (c, seconds) in zip(probes, timed, strict=True)]
     full = measured[-1][2]
     env_steps = trainer.steps_per_update * members

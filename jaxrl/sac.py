@@ -28,7 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl import buffers, normalize, optim, packing
+from jaxrl import buffers, normalize, optim
+from jaxrl import perf as perf_lib
 from jaxrl.algos.base import Agent, Algorithm, own_metrics
 from jaxrl.config import (
     PBT_BOUNDS,
@@ -43,7 +44,7 @@ from jaxrl.config import (
 )
 from jaxrl.distributions import TanhGaussian
 from jaxrl.envs.core import Box, Env
-from jaxrl.networks import MLP, check_network, dense, init_many, make_torso
+from jaxrl.networks import MLP, check_network, dense, init_many, make_torso, with_perf
 
 __all__ = [
     "HParams",
@@ -97,15 +98,16 @@ class Actor(nn.Module):
     log_std_min: float = -5.0
     log_std_max: float = 2.0
     torso: nn.Module | None = None  # [..., obs] → [..., features]; default an MLP of hidden_sizes
+    perf: bool = True  # jaxrl.perf: the XLA:CPU product in its layers
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         if self.torso is None:
-            x = MLP(self.hidden_sizes, self.activation)(obs)
+            x = MLP(self.hidden_sizes, self.activation, perf=self.perf)(obs)
         else:
-            x = self.torso.clone(parent=self, name="actor_torso")(obs)
-        mean = dense(self.action_dim, 0.01)(x)
-        raw = dense(self.action_dim, 0.01)(x)
+            x = with_perf(self.torso, self.perf).clone(parent=self, name="actor_torso")(obs)
+        mean = dense(self.action_dim, 0.01, perf=self.perf)(x)
+        raw = dense(self.action_dim, 0.01, perf=self.perf)(x)
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
         return mean, log_std
 
@@ -117,6 +119,7 @@ class Critic(nn.Module):
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     torso: nn.Module | None = None  # [..., obs + action] → [..., features]
+    perf: bool = True
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
@@ -124,10 +127,10 @@ class Critic(nn.Module):
 
         def torso(i: int) -> nn.Module:
             if self.torso is None:
-                return MLP(self.hidden_sizes, self.activation)
-            return self.torso.clone(parent=self, name=f"q{i}_torso")
+                return MLP(self.hidden_sizes, self.activation, perf=self.perf)
+            return with_perf(self.torso, self.perf).clone(parent=self, name=f"q{i}_torso")
 
-        qs = [dense(1, 1.0)(torso(i)(x))[..., 0] for i in range(2)]
+        qs = [dense(1, 1.0, perf=self.perf)(torso(i)(x))[..., 0] for i in range(2)]
         return jnp.stack(qs)
 
 
@@ -329,11 +332,12 @@ def make_agent(
     *,
     network: nn.Module | None = None,
     optimizer: optim.Spec = None,
+    perf: bool = True,
 ) -> Agent:
     """SAC for ``num_envs`` copies of a continuous-action ``env``. ``network``: a
     flax torso used by the actor (on the observation) and each critic (on
     ``[obs, action]``), instead of ``algo.network``'s; ``optimizer``: the
-    actor's and critics' (:mod:`jaxrl.optim`)."""
+    actor's and critics' (:mod:`jaxrl.optim`); ``perf``: :mod:`jaxrl.perf`'s switch, resolved."""
     space = env.action_space
     if not isinstance(space, Box):
         raise TypeError(f"SAC needs continuous actions; {env.name} has {space}")
@@ -344,8 +348,8 @@ def make_agent(
         flat_obs = int(np.prod(env.obs_shape))
         actor_torso = make_torso(algo.network, algo, env.obs_shape)
         critic_torso = make_torso(algo.network, algo, (flat_obs + dim,))
-    actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, algo.log_std_min, algo.log_std_max, actor_torso)
-    critic = Critic(tuple(algo.hidden_sizes), algo.activation, critic_torso)
+    actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, algo.log_std_min, algo.log_std_max, actor_torso, perf)
+    critic = Critic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf)
     optimizer = optim.make(optimizer)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = max(1, round(algo.utd * num_envs * algo.num_steps))
@@ -383,7 +387,7 @@ def make_agent(
                 return (env_state, out.obs), (transition, (obs,) if algo.normalize_obs else ())
             return (env_state, out.obs), (transition, (out.done, out.episode_return, out.episode_length, obs))
 
-        (env_state, obs), (transitions, trace) = packing.scan(
+        (env_state, obs), (transitions, trace) = perf_lib.scan(perf)(
             one, (state.env_state, state.obs), (draws, env_draws), length=steps
         )
         flat = jax.tree.map(lambda x: x.reshape((steps * num_envs,) + x.shape[2:]), transitions)
@@ -393,9 +397,14 @@ def make_agent(
     def init(key: jax.Array, hp: HParams) -> SACState:
         key_params, key_env, key = jax.random.split(key, 3)
         dummy_obs = jnp.zeros((1,) + env.obs_shape, jnp.float32)
-        actor_params, critic_params = init_many(
-            key_params, (actor, dummy_obs), (critic, dummy_obs, jnp.zeros((1, dim)))
-        )
+        if perf:
+            actor_params, critic_params = init_many(
+                key_params, (actor, dummy_obs), (critic, dummy_obs, jnp.zeros((1, dim)))
+            )
+        else:  # each module's own init
+            key_actor, key_critic = jax.random.split(key_params)
+            actor_params = actor.init(key_actor, dummy_obs)
+            critic_params = critic.init(key_critic, dummy_obs, jnp.zeros((1, dim)))
         env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
         example = Transition(obs[0], jnp.zeros((dim,)), jnp.zeros(()), jnp.zeros((), bool), obs[0])
         log_alpha = jnp.log(hp.init_alpha).astype(jnp.float32)
@@ -554,7 +563,7 @@ ALGORITHM = Algorithm(
     config=SACConfig,
     hparams=HParams,
     make_agent=make_agent,
-    seams=("network", "optimizer"),
+    seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
     description="Soft Actor-Critic: twin critics, Polyak targets, automatic temperature, on-device replay",
     actions=("continuous",),

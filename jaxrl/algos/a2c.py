@@ -163,10 +163,11 @@ def make_agent(
     *,
     network: Any = None,
     optimizer: optim.Spec = None,
+    perf: bool = True,
 ) -> Agent:
     """A2C for ``num_envs`` parallel copies of ``env`` (``num_updates`` sets the
-    linear learning-rate annealing). ``network`` and ``optimizer``: as :func:`jaxrl.ppo.make_agent`'s."""
-    network = ppo.make_network(algo, env, network)
+    linear learning-rate annealing). ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.ppo.make_agent`'s."""
+    network = ppo.make_network(algo, env, network, perf)
     optimizer = optim.make(optimizer, ppo.ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params
     act, sample = ppo.make_policy(network, env, algo)
@@ -262,7 +263,7 @@ ALGORITHM = Algorithm(
     config=A2CConfig,
     hparams=HParams,
     make_agent=make_agent,
-    seams=("network", "optimizer"),
+    seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
     description="Synchronous advantage actor-critic: n-step / GAE advantages, one gradient step per rollout",
     env_fields=("env_state", "obs", "discounted_return"),

@@ -103,8 +103,9 @@ class Algorithm:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # env id -> overrides
     validate: Callable[[Any], None] = _no_checks  # (Config) -> None, raising ConfigError; beyond the common checks
     pbt_bounds: Mapping[str, tuple[float, float, bool]] = field(default_factory=dict)  # name -> (lo, hi, log)
-    # Keyword arguments make_agent takes from make_train(config, network=…, optimizer=…):
-    # "network" (a flax torso module) and/or "optimizer" (jaxrl.optim.Spec).
+    # Keyword arguments make_agent takes: "network" (a flax torso module) and
+    # "optimizer" (jaxrl.optim.Spec) from make_train(config, network=…, optimizer=…),
+    # "perf" (bool: config.perf resolved by jaxrl.perf) from the run's config.
     seams: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -126,8 +127,8 @@ class Algorithm:
         unknown = set(self.pbt_bounds) - set(traced)
         if unknown:
             raise TypeError(f"Algorithm {self.name!r}: PBT bounds for untraced fields {sorted(unknown)}")
-        if not set(self.seams) <= {"network", "optimizer"}:
-            raise TypeError(f"Algorithm {self.name!r}: seams may name network and/or optimizer")
+        if not set(self.seams) <= {"network", "optimizer", "perf"}:
+            raise TypeError(f"Algorithm {self.name!r}: seams may name network, optimizer and perf")
         if not set(self.actions) <= {"discrete", "continuous"} or not self.actions:
             raise TypeError(f"Algorithm {self.name!r}: actions must name discrete and/or continuous")
 

@@ -159,9 +159,10 @@ def make_agent(
     *,
     network: Any = None,
     optimizer: optim.Spec = None,
+    perf: bool = True,
 ) -> Agent:
-    """REINFORCE for ``num_envs`` parallel copies of ``env``. ``network`` and ``optimizer``: as :func:`jaxrl.ppo.make_agent`'s."""
-    network = ppo.make_network(algo, env, network)
+    """REINFORCE for ``num_envs`` parallel copies of ``env``. ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.ppo.make_agent`'s."""
+    network = ppo.make_network(algo, env, network, perf)
     optimizer = optim.make(optimizer, ppo.ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params
     act, sample = ppo.make_policy(network, env, algo)
@@ -256,7 +257,7 @@ ALGORITHM = Algorithm(
     config=ReinforceConfig,
     hparams=HParams,
     make_agent=make_agent,
-    seams=("network", "optimizer"),
+    seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
     description="REINFORCE: Monte-Carlo policy gradient over complete episodes, optional value baseline",
     presets=PRESETS,
