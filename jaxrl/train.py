@@ -54,9 +54,10 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   algo.lr=2.5e-4 algo.num_steps=128 algo.update_epochs=4 algo.num_minibatches=4
   algo.gamma=0.99 algo.gae_lambda=0.95 algo.clip_eps=0.2 algo.ent_coef=0.01
   algo.vf_coef=0.5 algo.max_grad_norm=0.5 algo.lr_schedule=linear|constant|adaptive
-  algo.hidden_sizes=[64,64] algo.activation=tanh algo.normalize_obs=false
+  algo.hidden_sizes=[64,64] algo.activation=tanh algo.normalize_obs=false algo.network=mlp
   run_dir=PATH resume=RUN_DIR progress=true|chunk|false plots=true keep=2 on_nan=stop|drop
   profile=true (time per update: rollout / advantages / learner, plus a jax.profiler trace)
+  perf=auto|on|off (jaxrl's XLA:CPU kernels; auto: on for the CPU backend only)
   compile_cache=auto|off|DIR (persistent XLA cache; auto: $JAXRL_COMPILE_CACHE or ~/.cache/jaxrl/xla)
   pbt.population=16 pbt.interval=20 pbt.hparams=[lr,ent_coef,clip_eps]
   (sweeps: python -m jaxrl.sweep …; comparisons: python -m jaxrl.report RUN_DIR …)

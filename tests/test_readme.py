@@ -26,10 +26,18 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("Two commands", "After training", "Algorithms", "Sweeps, PBT and held-out evaluation", "Continuous control")
+SECTIONS = (
+    "Two commands",
+    "After training",
+    "Algorithms",
+    "Sweeps, PBT and held-out evaluation",
+    "Continuous control",
+    "Configuration",
+)
 PINS = ("JAXRL_CPU_DEVICES", "JAXRL_CPU_THREADS", "PJRT_NPROC", "NPROC", "XLA_FLAGS")
 
 MAIN = "python -m jaxrl.train env=cartpole seeds=16"
+PERF_OFF = "python -m jaxrl.train env=cartpole seeds=16 perf=off"
 SUMMARY_FIELDS = {  # DESIGN.md's contract for summary.json
     "env",
     "algo",
@@ -63,6 +71,8 @@ COMMANDS: dict[str, dict[str, str] | None] = {
     "python -m jaxrl.evaluate RUN_DIR seed=0 render=true": None,
     "python -m jaxrl.export RUN_DIR seed=3": None,
     "python -m jaxrl.train env=cartpole logger=tensorboard": TINY_CARTPOLE,
+    "python -m jaxrl.train --help": None,
+    PERF_OFF: None,  # the preset at its full budget with the plain flax/JAX path
     # the lineage at CI budgets where they learn (LEARNS below)
     "python -m jaxrl.train env=cartpole algo=reinforce seeds=16": {
         "total_timesteps": "200000",
@@ -335,6 +345,15 @@ def test_tensorboard_logger(home):
 
     assert {f"train/{m}/seed_15" for m in algos.get("ppo").metrics} <= tags
     assert events.Scalars("eval/return/seed_0")[-1].value == pytest.approx(summary["final_eval_return"][0])
+
+
+def test_help_lists_the_overrides(home):
+    proc = run("python -m jaxrl.train --help", home)
+    assert "perf=auto|on|off" in proc.stdout + proc.stderr and "algo.network=mlp" in proc.stdout + proc.stderr
+
+
+def test_perf_off_solves_every_seed(home):
+    check_train_run(run(PERF_OFF, home), 16, solved="16 / 16")
 
 
 def test_acrobot_variant(home):
