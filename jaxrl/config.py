@@ -694,6 +694,13 @@ def check_rollout(config: Config, example_steps: int) -> int:
     return batch
 
 
+def require_one_of(name: str, value: Any, choices: tuple[str, ...], default: str) -> None:
+    """``value`` is one of ``choices`` ("must be a, b or c"; the fix passes ``default``)."""
+    if value not in choices:
+        listed = ", ".join(choices[:-1]) + " or " + choices[-1]
+        raise ConfigError(name, value, f"must be {listed}", f"pass {name}={default}")
+
+
 def require_non_negative(name: str, value: float, default: float) -> None:
     if not float(value) >= 0.0:
         raise ConfigError(name, value, "must be ≥ 0", f"pass e.g. {name}={default}")
@@ -764,10 +771,8 @@ def validate(config: Config) -> Config:
             "compile_cache", config.compile_cache, "must be auto, off or a directory", "pass compile_cache=off"
         )
     _validate_parallel(config)
-    if config.perf not in ("auto", "on", "off"):
-        raise ConfigError("perf", config.perf, "must be auto, on or off", "pass perf=auto")
-    if config.on_nan not in ("stop", "drop"):
-        raise ConfigError("on_nan", config.on_nan, "must be stop or drop", "pass on_nan=stop")
+    require_one_of("perf", config.perf, ("auto", "on", "off"), "auto")
+    require_one_of("on_nan", config.on_nan, ("stop", "drop"), "stop")
     if config.eval.max_steps < 0:
         raise ConfigError(
             "eval.max_steps", config.eval.max_steps, "must be ≥ 0 (0 = env's limit)", "pass eval.max_steps=0"
@@ -879,8 +884,7 @@ def _validate_logger(logger: str) -> None:
 
 
 def _validate_parallel(config: Config) -> None:
-    if config.parallel not in ("seeds", "data"):
-        raise ConfigError("parallel", config.parallel, "must be seeds or data", "pass parallel=seeds")
+    require_one_of("parallel", config.parallel, ("seeds", "data"), "seeds")
     if isinstance(config.devices, bool) or not isinstance(config.devices, int) or config.devices < 0:
         raise ConfigError("devices", config.devices, "must be an integer ≥ 0 (0: all devices)", "pass devices=0")
     if config.parallel == "data":

@@ -39,6 +39,7 @@ from jaxrl.config import (
     check_rollout,
     divisor_near,
     require_non_negative,
+    require_one_of,
     require_positive_int,
     require_unit_interval,
 )
@@ -872,12 +873,8 @@ def validate_network(algo: Any) -> None:
     """The actor-critic settings PPO, A2C and REINFORCE share."""
     check_network(algo)
     check_mlp(algo)
-    if algo.squash not in ("tanh", "clip"):
-        raise ConfigError("algo.squash", algo.squash, "must be tanh or clip", "pass algo.squash=tanh")
-    if algo.gae_method not in ("auto", "associative", "scan"):
-        raise ConfigError(
-            "algo.gae_method", algo.gae_method, "must be auto, associative or scan", "pass algo.gae_method=auto"
-        )
+    require_one_of("algo.squash", algo.squash, ("tanh", "clip"), "tanh")
+    require_one_of("algo.gae_method", algo.gae_method, ("auto", "associative", "scan"), "auto")
 
 
 def validate(config: Config) -> None:
@@ -887,10 +884,7 @@ def validate(config: Config) -> None:
     require_positive_int("algo.update_epochs", algo.update_epochs, 4)
     require_positive_int("algo.num_minibatches", algo.num_minibatches, 4)
     validate_network(algo)
-    if algo.lr_schedule not in ("constant", "linear", "adaptive"):
-        raise ConfigError(
-            "algo.lr_schedule", algo.lr_schedule, "must be constant, linear or adaptive", "pass algo.lr_schedule=linear"
-        )
+    require_one_of("algo.lr_schedule", algo.lr_schedule, ("constant", "linear", "adaptive"), "linear")
     if batch % algo.num_minibatches:
         raise ConfigError(
             "algo.num_minibatches",

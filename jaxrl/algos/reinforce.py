@@ -34,10 +34,10 @@ from jaxrl.algos.base import Agent, Algorithm, own_metrics
 from jaxrl.config import (
     PBT_BOUNDS,
     Config,
-    ConfigError,
     check_non_negative,
     check_positive,
     check_rollout,
+    require_one_of,
     require_unit_interval,
 )
 from jaxrl.envs.core import Env
@@ -243,10 +243,7 @@ def validate(config: Config) -> None:
     algo = config.algo
     check_rollout(config, 500)
     ppo.validate_network(algo)
-    if algo.lr_schedule not in ("constant", "linear"):
-        raise ConfigError(
-            "algo.lr_schedule", algo.lr_schedule, "must be constant or linear", "pass algo.lr_schedule=constant"
-        )
+    require_one_of("algo.lr_schedule", algo.lr_schedule, ("constant", "linear"), "constant")
     require_unit_interval("algo.gamma", algo.gamma, 0.99)
     check_positive(algo, "lr", "max_grad_norm")
     check_non_negative(algo, "vf_coef", "ent_coef")
