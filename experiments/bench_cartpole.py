@@ -25,9 +25,9 @@ import time
 import jax
 import numpy as np
 
-from jaxrl._platform import compiler_options
-from jaxrl.config import parse, validate
-from jaxrl.loop import make_batched, make_train, seed_keys
+from jaxrl.perf.platform import compiler_options
+from jaxrl.run.config import parse, validate
+from jaxrl.trainer.loop import make_batched, make_train, seed_keys
 
 PUREJAXRL = [
     "num_envs=4",

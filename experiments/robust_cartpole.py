@@ -19,10 +19,10 @@ import time
 import jax
 import numpy as np
 
-from jaxrl import driver, train
-from jaxrl._platform import compiler_options
-from jaxrl.config import parse, validate
-from jaxrl.loop import make_train
+from jaxrl.perf.platform import compiler_options
+from jaxrl.run import driver, training
+from jaxrl.run.config import parse, validate
+from jaxrl.trainer.loop import make_train
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
         overrides = ["env=cartpole", f"seeds={args.seeds}", f"seed={args.seed_offset}", *candidate.split()]
         config = validate(parse(overrides))
         trainer = make_train(config)
-        job = train.job_for(config, "/unused", False)
+        job = training.job_for(config, "/unused", False)
         keys, init, program, _ = driver.build(job, trainer)
         t0 = time.perf_counter()
         carry = jax.jit(init)(keys, job.hparams)

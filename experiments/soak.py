@@ -43,12 +43,13 @@ def has_checkpoint(run_dir: str) -> bool:
 def final_state(run_dir: str, overrides: list[str]):
     import jax
 
-    from jaxrl import driver, envs, train
-    from jaxrl.checkpoint import keys_to_data
-    from jaxrl.config import parse, validate
+    from jaxrl import envs
+    from jaxrl.run import driver, training
+    from jaxrl.run.checkpoint import keys_to_data
+    from jaxrl.run.config import parse, validate
 
     config = validate(parse(overrides))
-    carry = driver.load_carry(train.job_for(config, run_dir, True), envs.make(config.env)).state
+    carry = driver.load_carry(training.job_for(config, run_dir, True), envs.make(config.env)).state
     return [np.asarray(x) for x in jax.tree.leaves(keys_to_data(carry))]
 
 

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl import config as C
-from jaxrl.loop import make_batched, make_train
+from jaxrl.run import config as C
+from jaxrl.trainer.loop import make_batched, make_train
 
 STATIC = {
     "num_envs": [8, 16, 32],

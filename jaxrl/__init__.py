@@ -3,42 +3,45 @@
 Public surface (stable names):
 
 * :func:`gae` — generalized advantage estimation (associative scan);
-* :func:`make_train` — pure ``init`` / ``train_chunk`` / ``train`` functions;
-* :mod:`jaxrl.ppo` — PPO losses and update steps;
-* :mod:`jaxrl.envs` — ``make(name)``, ``names()``.
+* :func:`make_train` — pure ``init`` / ``train_chunk`` / ``train`` functions
+  (``network=`` a flax module, ``optimizer=`` an optax transformation);
+* :mod:`jaxrl.algos` — the algorithm contract and registry (``register``, ``get``);
+  :mod:`jaxrl.algos.ppo` — PPO losses and update steps (also ``jaxrl.ppo``);
+* :mod:`jaxrl.envs` — ``make(name)``, ``names()``, ``register_backend``;
+* :mod:`jaxrl.nets` — the torso registry (``register_torso``);
+* :func:`load_policy` — ``act(obs, key)`` of a trained run;
+* :mod:`jaxrl.run.config` — ``parse`` / ``validate`` of CLI-style overrides.
 
-The CLI lives in ``jaxrl.train`` (``python -m jaxrl.train``); the
-single-program trainer is reached through ``make_train(config).train``.
+Packages import only downward: CLI entry points (``jaxrl.train``, ``sweep``,
+``evaluate``, ``export``, ``report``) → :mod:`jaxrl.run` (host side) →
+:mod:`jaxrl.trainer` (the compiled program) → :mod:`jaxrl.algos` →
+:mod:`jaxrl.nets` / :mod:`jaxrl.rl` / :mod:`jaxrl.envs` → :mod:`jaxrl.perf` →
+:mod:`jaxrl.core`. Importing jaxrl changes no environment variable or XLA
+flag; the CLI entry points configure the process
+(:func:`jaxrl.perf.platform.configure`).
 """
 
-from jaxrl import _platform
-
-_platform.configure()
-
-from jaxrl import envs, ppo  # noqa: E402
-from jaxrl.advantages import gae, gae_reference  # noqa: E402
-from jaxrl.config import Config, ConfigError, PPOConfig  # noqa: E402
-from jaxrl.loop import make_train  # noqa: E402
-
-
-def load_policy(run_dir, seed=None, deterministic=True, config=None):
-    """``act(obs, key) -> action`` of one trained seed; see :func:`jaxrl.policy.load_policy`."""
-    from jaxrl.policy import load_policy as _load
-
-    return _load(run_dir, seed=seed, deterministic=deterministic, config=config)
-
-
-__version__ = "0.1.0"
+from jaxrl import algos, envs, nets
+from jaxrl.algos import ppo
+from jaxrl.algos.ppo import PPOConfig
+from jaxrl.core.config import Config
+from jaxrl.core.errors import ConfigError
+from jaxrl.core.version import __version__  # noqa: E402
+from jaxrl.rl.advantages import gae, gae_reference
+from jaxrl.run.policy import load_policy
+from jaxrl.trainer.loop import make_train
 
 __all__ = [
     "Config",
     "ConfigError",
     "PPOConfig",
+    "algos",
     "envs",
     "gae",
     "gae_reference",
     "load_policy",
     "make_train",
+    "nets",
     "ppo",
     "__version__",
 ]

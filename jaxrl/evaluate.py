@@ -1,96 +1,29 @@
-"""Deterministic evaluation inside the compiled program.
+"""``python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true]``
 
-Each evaluation runs ``num_episodes`` fresh copies of the env (their own
-resets, never the training envs) with the policy's deterministic action
-(argmax / mean) until every copy has finished one episode or ``max_steps``
-have passed; only the first episode of each copy counts.
+Evaluates a run's latest checkpoint: every selected seed × N episodes in one
+compiled program (the in-program evaluation, :mod:`jaxrl.trainer.evaluate`);
+``render=true`` writes a GIF per seed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+import sys
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jaxrl.envs.core import Env
+from jaxrl import perf
+from jaxrl.core.errors import ConfigError
+from jaxrl.perf import platform
+from jaxrl.run import memory, parallel, stats
+from jaxrl.run.driver import layout_note, write_json
+from jaxrl.run.policy import open_run
+from jaxrl.run.render import episode_observations, save_gif
+from jaxrl.trainer.evaluate import make_evaluate
 
-__all__ = ["EvalMetrics", "make_evaluate"]
+__all__ = ["USAGE", "main"]
 
-
-class EvalMetrics(NamedTuple):
-    returns: jax.Array  # [E] undiscounted raw return of each eval episode
-    lengths: jax.Array  # [E] int32 episode lengths
-
-
-class _Carry(NamedTuple):
-    env_state: Any
-    obs: jax.Array
-    key: jax.Array
-    t: jax.Array
-    returns: jax.Array
-    lengths: jax.Array
-    finished: jax.Array
-
-
-def make_evaluate(
-    env: Env,
-    act: Callable[[Any, jax.Array, jax.Array], jax.Array],
-    num_episodes: int,
-    max_steps: int,
-    env_params: Any = None,
-) -> Callable[[Any, jax.Array], EvalMetrics]:
-    """``evaluate(agent_state, key, params=None) -> EvalMetrics`` (pure; vmap over
-    seeds — and over env parameter settings, for held-out evaluation — outside).
-
-    ``act(agent_state, obs [E, *obs], key) -> actions [E, ...]`` must be deterministic.
-    """
-    default_params = env.default_params if env_params is None else env_params
-    reset = jax.vmap(env.reset, in_axes=(0, None))
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-
-    def evaluate(agent_state: Any, key: jax.Array, params: Any = None) -> EvalMetrics:
-        env_params = default_params if params is None else params
-        key_reset, key_run = jax.random.split(key)
-        env_state, obs = reset(jax.random.split(key_reset, num_episodes), env_params)
-
-        def cond(c: _Carry) -> jax.Array:
-            return jnp.logical_and(c.t < max_steps, ~jnp.all(c.finished))
-
-        def body(c: _Carry) -> _Carry:
-            key, key_act, key_env = jax.random.split(c.key, 3)
-            action = act(agent_state, c.obs, key_act)
-            env_state, out = step(jax.random.split(key_env, num_episodes), c.env_state, action, env_params)
-            live = ~c.finished
-            return _Carry(
-                env_state,
-                out.obs,
-                key,
-                c.t + 1,
-                c.returns + jnp.where(live, out.reward, 0.0),
-                c.lengths + live.astype(jnp.int32),
-                jnp.logical_or(c.finished, out.done),
-            )
-
-        start = _Carry(
-            env_state,
-            obs,
-            key_run,
-            jnp.zeros((), jnp.int32),
-            jnp.zeros((num_episodes,), jnp.float32),
-            jnp.zeros((num_episodes,), jnp.int32),
-            jnp.zeros((num_episodes,), jnp.bool_),
-        )
-        final = jax.lax.while_loop(cond, body, start)
-        return EvalMetrics(final.returns, final.lengths)
-
-    return evaluate
-
-
-# ---------------------------------------------------------------------------
-# python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true]
-# ---------------------------------------------------------------------------
 
 USAGE = """usage: python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true] [max_steps=N]
 
@@ -101,7 +34,6 @@ USAGE = """usage: python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [de
 
 
 def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
-    from jaxrl.config import ConfigError
 
     known = {"episodes": None, "seed": "all", "deterministic": "true", "render": "false", "max_steps": None}
     run_dir = None
@@ -149,29 +81,22 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from jaxrl.config import ConfigError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
         return 0
     try:
-        from jaxrl import _platform
-
-        _platform.configure()
-        _platform.quiet_libraries()
-        _platform.check_environment()
+        platform.configure()
+        platform.quiet_libraries()
+        platform.check_environment()
         run_dir, options = _options(argv)
-        _platform.split_cpu_devices()  # as the training CLI does, before jax starts: the same layout
-        from jaxrl.policy import open_run
+        platform.split_cpu_devices()  # as the training CLI does, before jax starts: the same layout
 
         run = open_run(run_dir)
         members = list(range(len(run.job.seeds))) if options["seed"] == "all" else [run.member_index(options["seed"])]
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    from jaxrl import parallel
-    from jaxrl.driver import layout_note
 
     for note in run.notes:
         print(note, file=sys.stderr)
@@ -182,9 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         print(note, file=sys.stderr)
 
     import numpy as np
-
-    from jaxrl import perf, stats
-    from jaxrl.driver import write_json
 
     config, env = run.config, run.env
     episodes = options["episodes"] or config.eval.episodes
@@ -201,8 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     program = jax.jit(jax.vmap(evaluate)).lower(states, keys).compile(perf.compile_options(perf.of(config)))
     try:
-        from jaxrl import memory
-
         fix = f"pass fewer episodes= (now {episodes}) or seed=K"
         memory.check(memory.program_bytes(program), layout, "this evaluation", fix)
     except ConfigError as error:
@@ -251,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
         **summary,
     }
     if options["render"] == "true":
-        from jaxrl.render import episode_observations, save_gif
-
         member = members[0]
         obs, rewards = episode_observations(
             env, agent.act if deterministic else agent.sample, run.agent_state(member), keys[0], max_steps

@@ -14,13 +14,13 @@ if "JAXRL_COMPILE_CACHE" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="jaxrl-xla-cache-")
     os.environ["JAXRL_COMPILE_CACHE"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
-# The CLI's one-XLA:CPU-device-per-core split (jaxrl._platform.split_cpu_devices)
+# The CLI's one-XLA:CPU-device-per-core split (jaxrl.perf.platform.split_cpu_devices)
 # is off in tests so runs compare on one device; tests/test_parallel.py turns it on.
 os.environ.setdefault("JAXRL_CPU_DEVICES", "1")
 # Likewise the CLI's one-thread XLA:CPU pool for small one-seed runs
-# (jaxrl._platform.size_cpu_pool): the session and its subprocesses keep XLA's
+# (jaxrl.perf.platform.size_cpu_pool): the session and its subprocesses keep XLA's
 # default pool (one thread per usable core), set explicitly so the CLI leaves it;
 # tests/test_parallel.py checks the automatic choice in a subprocess without it.
-from jaxrl._platform import usable_cores  # noqa: E402  (after the settings above)
+from jaxrl.perf.platform import usable_cores  # noqa: E402  (after the settings above)
 
 os.environ.setdefault("PJRT_NPROC", str(usable_cores()))

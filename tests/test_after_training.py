@@ -41,7 +41,8 @@ def test_every_declared_metric_reaches_the_dashboards(name):
 
     import numpy as np
 
-    from jaxrl import algos, driver, logs
+    from jaxrl import algos
+    from jaxrl.run import driver, logs
 
     algorithm = algos.get(name)
     fields = (*algos.LOOP_METRICS, *algorithm.metrics)

@@ -21,7 +21,8 @@ from flax import struct
 
 import jaxrl
 from jaxrl import algos, evaluate, export, sweep, train
-from jaxrl.config import ConfigError
+from jaxrl.core.errors import ConfigError
+from jaxrl.run import training
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ def test_train_resume_evaluate_export(tmp_path, capsys):
     assert {"loss", "grad_norm"} <= set(updates[0]) and len(updates) == 8192 // 256
     assert summary["mean"] > 25  # random play: ≈ 22; a linear policy gradient learns a little in 8k steps
     # stop after one chunk, resume: the same bits as the uninterrupted run
-    assert train.run(train.resolve([*ARGS, f"run_dir={parted}"]), stop_after_chunks=1) == 0
+    assert training.run(training.resolve([*ARGS, f"run_dir={parted}"]), stop_after_chunks=1) == 0
     assert train.main([f"resume={parted}"]) == 0
     assert _records(parted) == _records(full)
     # evaluate replays the final evaluation; export runs without jaxrl's algorithm code

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from jaxrl import train
+from jaxrl.run import training
 
 SMALL = [
     "env=cartpole",
@@ -33,8 +34,8 @@ def _records(run_dir):
 def test_resume_equals_uninterrupted(tmp_path):
     full, parted = tmp_path / "full", tmp_path / "parted"
     assert train.main([*SMALL, f"run_dir={full}", "plots=false", "progress=false"]) == 0
-    config = train.resolve([*SMALL, f"run_dir={parted}", "plots=false", "progress=false"])
-    assert train.run(config, stop_after_chunks=1) == 0
+    config = training.resolve([*SMALL, f"run_dir={parted}", "plots=false", "progress=false"])
+    assert training.run(config, stop_after_chunks=1) == 0
     assert not (parted / "summary.json").exists()
     assert train.main([f"resume={parted}"]) == 0
     a = json.loads((full / "summary.json").read_text())
@@ -44,12 +45,13 @@ def test_resume_equals_uninterrupted(tmp_path):
     # the final checkpoints hold bitwise-equal states
     import jax
 
-    from jaxrl import driver, envs
-    from jaxrl.checkpoint import keys_to_data
+    from jaxrl import envs
+    from jaxrl.run import driver
+    from jaxrl.run.checkpoint import keys_to_data
 
     env = envs.make("cartpole")
-    sa, ma, _, _ = driver.load_carry(train.job_for(config, str(full), True), env)
-    sb, mb, _, _ = driver.load_carry(train.job_for(config, str(parted), True), env)
+    sa, ma, _, _ = driver.load_carry(training.job_for(config, str(full), True), env)
+    sb, mb, _, _ = driver.load_carry(training.job_for(config, str(parted), True), env)
     assert ma["chunk"] == mb["chunk"] == 3
     for x, y in zip(jax.tree.leaves(keys_to_data(sa)), jax.tree.leaves(keys_to_data(sb)), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
@@ -57,8 +59,8 @@ def test_resume_equals_uninterrupted(tmp_path):
 
 def test_resume_refuses_changed_settings(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    config = train.resolve([*SMALL, f"run_dir={run_dir}", "plots=false", "progress=false"])
-    assert train.run(config, stop_after_chunks=1) == 0
+    config = training.resolve([*SMALL, f"run_dir={run_dir}", "plots=false", "progress=false"])
+    assert training.run(config, stop_after_chunks=1) == 0
     capsys.readouterr()
     assert train.main([f"resume={run_dir}", "algo.lr=0.1"]) == 2
     err = capsys.readouterr().err
@@ -78,8 +80,8 @@ def _damage(checkpoint_dir, how: str) -> None:
 @pytest.mark.parametrize("damage, reason", [("truncate", "damaged"), ("delete_state", "missing")])
 def test_corrupt_checkpoint_gives_exit_2(tmp_path, capsys, damage, reason):
     run_dir = tmp_path / "run"
-    config = train.resolve([*SMALL, f"run_dir={run_dir}", "plots=false", "progress=false"])
-    assert train.run(config, stop_after_chunks=1) == 0
+    config = training.resolve([*SMALL, f"run_dir={run_dir}", "plots=false", "progress=false"])
+    assert training.run(config, stop_after_chunks=1) == 0
     _damage(run_dir / "checkpoints" / "1", damage)
     capsys.readouterr()
     assert train.main([f"resume={run_dir}"]) == 2
@@ -96,8 +98,8 @@ def test_damaged_newest_checkpoint_falls_back_to_an_intact_one(tmp_path, capsys)
 
     full, parted = tmp_path / "full", tmp_path / "parted"
     assert train.main([*SMALL, f"run_dir={full}", "plots=false", "progress=false"]) == 0
-    config = train.resolve([*SMALL, f"run_dir={parted}", "plots=false", "progress=false"])
-    assert train.run(config, stop_after_chunks=2) == 0
+    config = training.resolve([*SMALL, f"run_dir={parted}", "plots=false", "progress=false"])
+    assert training.run(config, stop_after_chunks=2) == 0
     _damage(parted / "checkpoints" / "2", "truncate")
     capsys.readouterr()
     assert evaluate.main([str(parted)]) == 0
@@ -125,7 +127,7 @@ def test_damaged_newest_checkpoint_falls_back_to_an_intact_one(tmp_path, capsys)
 def test_missing_checkpoint_gives_exit_2(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    config = train.resolve([*SMALL, f"run_dir={run_dir}"])
-    train._write_config(str(run_dir / "config.yaml"), config)
+    config = training.resolve([*SMALL, f"run_dir={run_dir}"])
+    training.write_config(str(run_dir / "config.yaml"), config)
     assert train.main([f"resume={run_dir}"]) == 2
     assert "no complete checkpoint" in capsys.readouterr().err

@@ -5,7 +5,9 @@ import os
 import pytest
 
 from jaxrl import train
-from jaxrl.config import PRESETS, ConfigError, parse, seed_ids, validate
+from jaxrl.core.config import seed_ids
+from jaxrl.core.errors import ConfigError
+from jaxrl.run.config import PRESETS, parse, validate
 
 
 def test_defaults_presets_and_overrides():

@@ -11,10 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import buffers, envs, make_train
-from jaxrl.config import parse, validate
-from jaxrl.distributions import TanhGaussian, tanh_log_det
-from jaxrl.loop import make_batched, seed_keys
+from jaxrl import envs, make_train
+from jaxrl.rl import buffers
+from jaxrl.rl.distributions import TanhGaussian, tanh_log_det
+from jaxrl.run.config import parse, validate
+from jaxrl.trainer.loop import make_batched, seed_keys
 from tests.toy_envs import ControlParams, QuadraticCost
 
 has_brax = importlib.util.find_spec("brax") is not None
@@ -178,7 +179,7 @@ def test_sac_temperature_drives_entropy_to_its_target():
 
 
 def _sac_parts(batch_size=32):
-    from jaxrl import sac
+    from jaxrl.algos import sac
     from jaxrl.envs.core import Box
 
     actor, critic = sac.Actor(1, (16, 16)), sac.Critic((16, 16))
@@ -233,7 +234,7 @@ def test_sac_losses_equal_a_float64_hand_computation():
 
 def test_sac_gradient_step_from_noise_equals_from_its_key():
     """The update's bulk-drawn noise path is the key path with the same draws."""
-    from jaxrl import normalize, optim
+    from jaxrl.rl import normalize, optim
 
     sac, actor, critic, space, batch, actor_params, critic_params, target_params, key = _sac_parts()
     hp = sac.HParams.from_config(validate(parse(["env=pendulum", "algo=sac"])).algo)
@@ -288,7 +289,7 @@ def test_ppo_tanh_stores_pre_tanh_actions_and_clips_nothing():
         )
     )
     trainer = make_train(config)
-    from jaxrl import ppo
+    from jaxrl.algos import ppo
 
     state = trainer.init(jax.random.key(0), trainer.hparams)
     _, traj = jax.jit(

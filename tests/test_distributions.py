@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.distributions import Categorical, DiagGaussian
+from jaxrl.rl.distributions import Categorical, DiagGaussian
 
 distrax = pytest.importorskip("distrax")
 

@@ -33,9 +33,10 @@ pytestmark = pytest.mark.timeout(1200)
 TRAIN = r"""
 import json, sys
 from jaxrl import train
+from jaxrl.run import training
 args, full, parted = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 assert train.main([*args, f"run_dir={full}"]) == 0
-assert train.run(train.resolve([*args, f"run_dir={parted}"]), stop_after_chunks=1) == 0
+assert training.run(training.resolve([*args, f"run_dir={parted}"]), stop_after_chunks=1) == 0
 """
 
 READ = r"""

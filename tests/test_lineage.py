@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import algos, ppo
-from jaxrl.algos import a2c, reinforce
+from jaxrl import algos
+from jaxrl.algos import a2c, ppo, reinforce
 
 
 def _batch(b=64, seed=0):
@@ -95,7 +95,7 @@ def test_reinforce_returns_equal_a_float64_loop(baseline):
     """The λ = 1 GAE returns REINFORCE learns from: discounted reward-to-go,
     no crossing of episode ends, truncations bootstrapped from V(final_obs)
     (and the unfinished tail from V(s_T)) only with a baseline."""
-    from jaxrl.advantages import gae
+    from jaxrl.rl.advantages import gae
 
     rng = np.random.default_rng(3)
     t_len, n, gamma = 12, 4, 0.9

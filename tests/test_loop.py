@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl import envs, make_train
-from jaxrl.checkpoint import keys_to_data
-from jaxrl.config import parse, validate
-from jaxrl.loop import make_batched, seed_keys
-from jaxrl.networks import ActorCritic
+from jaxrl.nets.networks import ActorCritic
+from jaxrl.run.checkpoint import keys_to_data
+from jaxrl.run.config import parse, validate
+from jaxrl.trainer.loop import make_batched, seed_keys
 from tests.configs import CARTPOLE_TINY
 from tests.toy_envs import ConstantReward, CountingEnv, Params
 
@@ -139,7 +139,7 @@ def test_single_program_train_equals_chunked_driver():
 
 
 def test_evaluation_counts_first_episode_only_and_respects_max_steps():
-    from jaxrl.evaluate import make_evaluate
+    from jaxrl.trainer.evaluate import make_evaluate
 
     env = envs.from_gymnax(CountingEnv(), Params(max_steps_in_episode=100, terminate_after=3))
     act = lambda state, obs, key: jnp.zeros(obs.shape[0], jnp.int32)  # noqa: E731

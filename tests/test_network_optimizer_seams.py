@@ -15,8 +15,11 @@ import optax
 import pytest
 
 import jaxrl
-from jaxrl import evaluate, networks, optim, ppo, train
-from jaxrl.config import parse, validate
+from jaxrl import evaluate, train
+from jaxrl.algos import ppo
+from jaxrl.nets import networks
+from jaxrl.rl import optim
+from jaxrl.run.config import parse, validate
 from tests.configs import CARTPOLE_TINY
 
 

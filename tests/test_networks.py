@@ -1,4 +1,4 @@
-"""jaxrl.networks: the Dense product with its XLA:CPU-friendly backward against
+"""jaxrl.nets: the Dense product with its XLA:CPU-friendly backward against
 ``lax.dot_general``'s own values and gradients."""
 
 import flax.linen as nn
@@ -8,8 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import networks
-from jaxrl.networks import MLP, ActorCritic, dense_dot_general
+from jaxrl.nets import networks
+from jaxrl.nets.networks import MLP, ActorCritic
+from jaxrl.perf import dense as dense_kernels
+from jaxrl.perf.dense import dense_dot_general
 
 
 def _dims(x):
@@ -118,7 +120,7 @@ def test_vmapped_network_has_no_batched_dot_over_a_few_features():
 
     jaxpr = jax.make_jaxpr(jax.vmap(jax.grad(loss)))(params, obs).jaxpr
     dots = _batched_dots(jaxpr)
-    assert networks.SMALL_CONTRACTION >= 4
+    assert dense_kernels.SMALL_CONTRACTION >= 4
     assert dots and not [d for d in dots if d[1] and d[0] <= 4]
     assert [d for d in dots if d[1] and d[0] == 64]  # the 64-wide layers stay batched dots
 
@@ -155,7 +157,7 @@ def test_switching_the_backward_off_changes_nothing_but_the_program(monkeypatch)
         return jax.grad(lambda p: sum(jnp.sum(o**2) for o in net.apply(p, obs)))(params)
 
     ours = jax.jit(grads)()
-    monkeypatch.setattr(networks, "TRANSPOSED_BACKWARD", False)
+    monkeypatch.setattr(dense_kernels, "TRANSPOSED_BACKWARD", False)
     ref = jax.jit(grads)()
     assert jax.tree.structure(ours) == jax.tree.structure(ref)
     for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(ref), strict=True):
@@ -177,14 +179,14 @@ def _kernels(params):
 
 @pytest.mark.parametrize("which", ["actor_critic", "sac"])
 def test_init_params_has_module_inits_structure_constants_and_orthogonal_kernels(which):
-    from jaxrl.sac import Actor, Critic
+    from jaxrl.algos.sac import Actor, Critic
 
     obs = jnp.zeros((1, 3))
     if which == "actor_critic":
         calls = [(ActorCritic(2, discrete=False, hidden_sizes=(16, 16), log_std_init=-0.5), obs)]
     else:
         calls = [(Actor(2, (16, 16)), obs), (Critic((16, 16)), obs, jnp.zeros((1, 2)))]
-    ours = networks.init_many(jax.random.key(0), *calls)
+    ours = dense_kernels.init_many(jax.random.key(0), *calls)
     for params, (module, *example) in zip(ours, calls, strict=True):
         ref = module.init(jax.random.key(0), *example)
         assert jax.tree.structure(params) == jax.tree.structure(ref)
@@ -227,7 +229,7 @@ def test_init_params_kernels_have_flax_orthogonal_distribution(shape):
 
     keys = jax.random.split(jax.random.key(7), 4000)
     x = jnp.zeros((1, shape[0]))
-    ours = jax.jit(jax.vmap(lambda k: networks.init_params(Two(), k, x)))(keys)
+    ours = jax.jit(jax.vmap(lambda k: dense_kernels.init_params(Two(), k, x)))(keys)
     ours = np.stack([np.asarray(k) for k in _kernels(ours).values()])  # [2, 4000, *shape]
     ref = np.asarray(jax.jit(jax.vmap(lambda k: nn.initializers.orthogonal(1.0)(k, shape)))(keys))
     for layer in ours:

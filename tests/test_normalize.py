@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl import normalize
+from jaxrl.rl import normalize
 
 
 def test_merge_equals_float64_batch():

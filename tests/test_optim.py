@@ -1,11 +1,11 @@
-"""jaxrl.optim against optax's own chain (clip_by_global_norm → scale_by_adam → −lr)."""
+"""jaxrl.rl.optim against optax's own chain (clip_by_global_norm → scale_by_adam → −lr)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxrl import optim
+from jaxrl.rl import optim
 
 
 def test_raveled_adam_equals_optax_chain_on_the_tree():

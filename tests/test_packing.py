@@ -1,11 +1,11 @@
-"""jaxrl.packing.scan against jax.lax.scan (the oracle) on mixed-dtype pytrees."""
+"""jaxrl.perf.packing.scan against jax.lax.scan (the oracle) on mixed-dtype pytrees."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import packing
+from jaxrl.perf import packing
 
 
 def _body(carry, x):

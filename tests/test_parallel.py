@@ -97,15 +97,15 @@ def test_cli_runs_a_small_one_seed_program_on_one_cpu_thread(tmp_path):
     ],
 )
 def test_cpu_thread_count_for_a_job(members, envs, one_device, setting, want, monkeypatch):
-    from jaxrl import _platform
+    from jaxrl.perf import platform
 
     monkeypatch.delenv("JAXRL_CPU_THREADS", raising=False)
     if setting is not None:
         monkeypatch.setenv("JAXRL_CPU_THREADS", setting)
-    monkeypatch.setattr(_platform, "_accelerator_plugin_installed", lambda: False)
-    assert _platform.cpu_threads_for(members, envs, one_device) == want
-    monkeypatch.setattr(_platform, "_accelerator_plugin_installed", lambda: True)
-    assert _platform.cpu_threads_for(members, envs, one_device) == (want if setting not in (None, "auto") else None)
+    monkeypatch.setattr(platform, "_accelerator_plugin_installed", lambda: False)
+    assert platform.cpu_threads_for(members, envs, one_device) == want
+    monkeypatch.setattr(platform, "_accelerator_plugin_installed", lambda: True)
+    assert platform.cpu_threads_for(members, envs, one_device) == (want if setting not in (None, "auto") else None)
 
 
 def _free_port() -> int:
@@ -142,11 +142,11 @@ def test_layouts_shard_the_right_axes():
     import jax
     from jax.sharding import PartitionSpec as P
 
-    from jaxrl import parallel
-    from jaxrl.config import parse, validate
-    from jaxrl.driver import build
-    from jaxrl.loop import make_train
-    from jaxrl.train import job_for
+    from jaxrl.run import parallel
+    from jaxrl.run.config import parse, validate
+    from jaxrl.run.driver import build
+    from jaxrl.run.training import job_for
+    from jaxrl.trainer.loop import make_train
 
     config = validate(parse([*TINY, "seeds=2"]))
     _, _, _, abstract = build(job_for(config, "/unused", False), make_train(config))
@@ -255,7 +255,7 @@ _SHARDED_SCAN = """
 import json, re
 import jax, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-from jaxrl import packing
+from jaxrl.perf import packing
 from tests.test_packing import _env_body, _env_init
 mesh = Mesh(np.asarray(jax.devices()), ("d",))
 envs, steps = NamedSharding(mesh, P("d")), NamedSharding(mesh, P(None, "d"))
@@ -274,7 +274,7 @@ def test_scan_over_an_env_axis_sharded_over_devices_runs_without_collectives():
     """parallel=data shards the env axis: the packed loop must keep it sharded
     (a fully flattened carry straddled the shards, and XLA gathered it onto every
     device at every step — 8× slower data-parallel training). The loop is
-    jaxrl.packing.scan over tests/test_packing.py's env-like body."""
+    jaxrl.perf.packing.scan over tests/test_packing.py's env-like body."""
     proc = subprocess.run(
         [sys.executable, "-c", _SHARDED_SCAN], capture_output=True, text=True, env=_env(2), timeout=120
     )

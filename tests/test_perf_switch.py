@@ -10,8 +10,8 @@ import pytest
 
 import jaxrl
 from jaxrl import perf, train
-from jaxrl.config import parse, validate
-from jaxrl.networks import ActorCritic
+from jaxrl.nets.networks import ActorCritic
+from jaxrl.run.config import parse, validate
 from tests.configs import CARTPOLE_TINY
 
 

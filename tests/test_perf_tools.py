@@ -10,7 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import _platform, profile, train
+from jaxrl import train
+from jaxrl.perf import platform
+from jaxrl.run import profile
 from tests.configs import CARTPOLE_TINY
 
 SMALL = ["env=cartpole", "seeds=2", *CARTPOLE_TINY, "plots=false"]
@@ -151,13 +153,13 @@ def test_profiling_does_not_change_the_numbers(tmp_path):
 def test_cache_dir_resolution(monkeypatch, tmp_path):
     monkeypatch.delenv("JAXRL_COMPILE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert _platform.cache_dir("auto") == os.path.join(str(tmp_path), "jaxrl", "xla")
-    assert _platform.cache_dir("off") is None
-    assert _platform.cache_dir(str(tmp_path / "x")) == str(tmp_path / "x")
+    assert platform.cache_dir("auto") == os.path.join(str(tmp_path), "jaxrl", "xla")
+    assert platform.cache_dir("off") is None
+    assert platform.cache_dir(str(tmp_path / "x")) == str(tmp_path / "x")
     monkeypatch.setenv("JAXRL_COMPILE_CACHE", "off")
-    assert _platform.cache_dir("auto") is None
+    assert platform.cache_dir("auto") is None
     monkeypatch.setenv("JAXRL_COMPILE_CACHE", str(tmp_path / "y"))
-    assert _platform.cache_dir("auto") == str(tmp_path / "y")
+    assert platform.cache_dir("auto") == str(tmp_path / "y")
 
 
 def test_second_launch_loads_the_cached_programs(tmp_path):

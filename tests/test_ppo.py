@@ -5,8 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import ppo, shuffle
-from jaxrl.config import PPOConfig
+from jaxrl.algos import ppo
+from jaxrl.algos.ppo import PPOConfig
+from jaxrl.perf import shuffle
 
 
 def hparams(**kw):
@@ -75,7 +76,7 @@ def test_advantage_normalization_per_minibatch():
 
 
 def _tiny_network():
-    from jaxrl.networks import ActorCritic
+    from jaxrl.nets.networks import ActorCritic
 
     return ActorCritic(action_dim=3, discrete=True, hidden_sizes=(8,))
 
@@ -179,8 +180,8 @@ def test_explained_variance():
 
 def _small_cartpole():
     """Config and trainer of a one-seed CartPole run: 3 envs × 32 steps, normalized observations."""
-    from jaxrl.config import parse, validate
-    from jaxrl.loop import make_train
+    from jaxrl.run.config import parse, validate
+    from jaxrl.trainer.loop import make_train
 
     config = validate(
         parse(

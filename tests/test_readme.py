@@ -245,7 +245,7 @@ def test_load_policy_is_the_networks_argmax(main_run):
     import jax
 
     import jaxrl
-    from jaxrl.policy import open_run
+    from jaxrl.run.policy import open_run
 
     run_dir, _ = main_run
     act = jaxrl.load_policy(str(run_dir), seed=5)

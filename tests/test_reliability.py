@@ -13,7 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import driver, normalize, train
+from jaxrl import train
+from jaxrl.rl import normalize
+from jaxrl.run import driver, training
 from tests.toy_envs import HalfPoisoned, PoisonedReward
 
 ENV = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.getcwd())
@@ -101,7 +103,7 @@ def test_signal_before_first_chunk_leaves_nothing(tmp_path):
 
 SAVER = r"""
 import sys, numpy as np, jax.numpy as jnp
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.run.checkpoint import Checkpointer
 ck = Checkpointer(sys.argv[1], keep=3)
 for step in range(1, 1000):
     state = {"a": jnp.full((4_000_000,), float(step)), "b": jnp.full((3, 1000), step, jnp.int32)}
@@ -111,7 +113,7 @@ for step in range(1, 1000):
 
 
 def test_sigkill_during_save_keeps_previous_checkpoint(tmp_path):
-    from jaxrl.checkpoint import Checkpointer
+    from jaxrl.run.checkpoint import Checkpointer
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-c", SAVER, str(run_dir)], stdout=subprocess.PIPE, text=True, env=ENV)
@@ -140,7 +142,7 @@ def _restore_plain(ck, abstract, step):
 
 
 def test_full_disk_gives_clear_error_and_keeps_last_checkpoint(tmp_path, monkeypatch, capsys):
-    from jaxrl import checkpoint
+    from jaxrl.run import checkpoint
 
     original = checkpoint.Checkpointer.save
 
@@ -196,7 +198,7 @@ def test_nan_reward_stops_run_naming_seed_and_update(tmp_path, poisoned_env, cap
     err = capsys.readouterr().err
     assert "seed 0: non-finite" in err and "update 4 " in err and "env steps 49–64" in err
     assert "after chunk 1" in err  # updates 1-2 are chunk 1; chunk 2 (updates 3-4) is not saved
-    from jaxrl.checkpoint import Checkpointer
+    from jaxrl.run.checkpoint import Checkpointer
 
     assert Checkpointer(str(run_dir)).latest() == 1
     assert not (run_dir / "summary.json").exists()
@@ -238,9 +240,9 @@ def test_failing_neighbour_does_not_touch_a_healthy_seed():
     """A member whose hyperparameters blow up (lr = inf) freezes at its last
     finite state; its neighbour gives bitwise the numbers it gives beside a
     healthy member."""
-    from jaxrl.checkpoint import keys_to_data
-    from jaxrl.config import parse, validate
-    from jaxrl.loop import make_train
+    from jaxrl.run.checkpoint import keys_to_data
+    from jaxrl.run.config import parse, validate
+    from jaxrl.trainer.loop import make_train
 
     config = validate(parse([*SMALL, "seeds=1"]))
     trainer = make_train(config)
@@ -287,7 +289,7 @@ def test_normalizer_count_past_2_pow_24_matches_float64():
 
 def test_env_step_counts_beyond_2_pow_31_are_exact():
     """Env-step counts are computed on the host in Python integers."""
-    from jaxrl.ppo import UpdateMetrics
+    from jaxrl.algos.ppo import UpdateMetrics
 
     u = 2**31 // 256 + 5  # updates × 256 steps > 2^31
     fields = {name: np.zeros((1, 2)) for name in UpdateMetrics._fields}
@@ -318,8 +320,8 @@ SMALL_SAC = [
 
 @pytest.mark.parametrize("small", [SMALL, SMALL_SAC], ids=["ppo", "sac"])
 def test_no_prng_key_reuse(small):
-    from jaxrl.config import parse, validate
-    from jaxrl.loop import make_batched, make_train, seed_keys
+    from jaxrl.run.config import parse, validate
+    from jaxrl.trainer.loop import make_batched, make_train, seed_keys
 
     config = validate(parse([*small, "algo.normalize_obs=true"]))
     trainer = make_train(config)
@@ -335,8 +337,8 @@ def test_no_prng_key_reuse(small):
 
 def test_checkpoint_from_another_version_is_refused(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    config = train.resolve([*SMALL, f"run_dir={run_dir}", "progress=false"])
-    assert train.run(config, stop_after_chunks=1) == 0
+    config = training.resolve([*SMALL, f"run_dir={run_dir}", "progress=false"])
+    assert training.run(config, stop_after_chunks=1) == 0
     meta = run_dir / "checkpoints" / "1" / "meta" / "metadata"
     if not meta.exists():  # orbax's JSON item file name
         meta = next(p for p in (run_dir / "checkpoints" / "1" / "meta").iterdir() if p.is_file())

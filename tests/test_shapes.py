@@ -10,8 +10,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl.config import parse, validate
-from jaxrl.loop import make_batched, make_train, seed_keys
+from jaxrl.run.config import parse, validate
+from jaxrl.trainer.loop import make_batched, make_train, seed_keys
 
 SHAPES = [
     # env, seeds, num_envs, num_steps, epochs, minibatches, total_timesteps, extra overrides

@@ -1,4 +1,4 @@
-"""jaxrl.shuffle.permutation: a permutation for every size, and as well
+"""jaxrl.perf.shuffle.permutation: a permutation for every size, and as well
 spread as jax.random.permutation by χ² tests of positions and of pairs."""
 
 import jax
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jaxrl.shuffle import permutation
+from jaxrl.perf.shuffle import permutation
 
 KEYS = jax.random.split(jax.random.key(11), 4000)
 

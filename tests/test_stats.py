@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from jaxrl import stats
+from jaxrl.run import stats
 
 
 def test_iqm_hand_computed():

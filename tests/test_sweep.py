@@ -8,9 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import algos, driver, envs, pbt, report, stats, sweep, train
-from jaxrl.checkpoint import keys_to_data
-from jaxrl.config import ConfigError, PBTConfig, parse, validate
+from jaxrl import algos, envs, report, sweep, train
+from jaxrl.core.config import PBTConfig
+from jaxrl.core.errors import ConfigError
+from jaxrl.run import driver, stats, sweeping, training
+from jaxrl.run.checkpoint import keys_to_data
+from jaxrl.run.config import parse, validate
+from jaxrl.trainer import pbt
 from tests.configs import BITWISE_ACROSS_MEMBER_COUNTS, CARTPOLE_TINY
 
 BASE = ["env=cartpole", "seeds=8", *CARTPOLE_TINY, "progress=false", "plots=false"]
@@ -26,13 +30,13 @@ def test_sweep_member_equals_configuration_run_alone(tmp_path):
     give bitwise the numbers of that configuration trained alone (8 seeds),
     where XLA allows it (tests/configs.py: BITWISE_ACROSS_MEMBER_COUNTS)."""
     sweep_dir = tmp_path / "sweep"
-    assert sweep.run([*BASE, "algo.lr=1e-3,3e-3", f"run_dir={sweep_dir}"]) == 0
+    assert sweeping.run([*BASE, "algo.lr=1e-3,3e-3", f"run_dir={sweep_dir}"]) == 0
     group = sweep_dir / "group-0"
     records = evals(group)
     assert len(records) == 2 and all("episode_return" in r for r in records)  # strided: one record per chunk
     with open(group / "metrics.jsonl") as f:
         assert all('"update"' not in line.split(",")[0] for line in f)
-    job = sweep._job(sweep.plan([*BASE, "algo.lr=1e-3,3e-3"]), [0, 1], str(group), True)
+    job = sweeping.job_for(sweeping.plan([*BASE, "algo.lr=1e-3,3e-3"]), [0, 1], str(group), True)
     carry = driver.load_carry(job, envs.make("cartpole")).state
     for c, lr in enumerate(("1e-3", "3e-3")):
         alone = tmp_path / f"alone-{c}"
@@ -41,7 +45,7 @@ def test_sweep_member_equals_configuration_run_alone(tmp_path):
         for mine, theirs in zip(evals(alone), records, strict=True):
             assert mine["eval_return"] == theirs["eval_return"][members]
         carry_alone = driver.load_carry(
-            train.job_for(validate(parse([*BASE, f"algo.lr={lr}"])), str(alone), True), envs.make("cartpole")
+            training.job_for(validate(parse([*BASE, f"algo.lr={lr}"])), str(alone), True), envs.make("cartpole")
         ).state
         for x, y in zip(
             jax.tree.leaves(keys_to_data(carry_alone.states)), jax.tree.leaves(keys_to_data(carry.states)), strict=True
@@ -56,10 +60,10 @@ def test_sweep_member_equals_configuration_run_alone(tmp_path):
 
 
 def test_plan_grid_random_and_static_groups():
-    grid = sweep.plan([*BASE, "algo.lr=1e-3,3e-3", "num_envs=4,8"])
+    grid = sweeping.plan([*BASE, "algo.lr=1e-3,3e-3", "num_envs=4,8"])
     assert len(grid.configs) == 4 and len(grid.groups) == 2  # num_envs splits the programs
     assert sorted(len(g) for g in grid.groups) == [2, 2]
-    rand = sweep.plan(
+    rand = sweeping.plan(
         [
             *BASE,
             "sweep.samples=5",
@@ -71,7 +75,7 @@ def test_plan_grid_random_and_static_groups():
     assert len(rand.configs) == 5 and len(rand.groups) == 1
     for c in rand.configs:
         assert 1e-4 <= c.algo.lr <= 1e-2 and 0 <= c.algo.ent_coef <= 0.02 and c.algo.clip_eps in (0.1, 0.2)
-    again = sweep.plan(
+    again = sweeping.plan(
         [
             *BASE,
             "sweep.samples=5",
@@ -128,8 +132,8 @@ def test_stratified_bootstrap_keeps_strata_sizes():
 
 def _toy_population(p=8):
     config = validate(parse([*BASE, f"pbt.population={p}"]))
-    job = train.job_for(config, "/nonexistent", False)
-    from jaxrl.loop import make_batched, make_train
+    job = training.job_for(config, "/nonexistent", False)
+    from jaxrl.trainer.loop import make_batched, make_train
 
     trainer = make_train(config)
     init_b, _ = make_batched(trainer, hparams_batched=True)
@@ -243,8 +247,8 @@ def test_report_compares_runs_and_rejects_bad_dirs(tmp_path, capsys):
 def test_sweep_resume_equals_uninterrupted(tmp_path):
     args = [*BASE, "seeds=2", "algo.lr=1e-3,3e-3", "num_envs=4,8", "num_evals=3", "total_timesteps=3072"]
     full, parted = tmp_path / "full", tmp_path / "parted"
-    assert sweep.run([*args, f"run_dir={full}"]) == 0
-    assert sweep.run([*args, f"run_dir={parted}"], stop_after_chunks=1) == 0  # group 0 stops after chunk 1
+    assert sweeping.run([*args, f"run_dir={full}"]) == 0
+    assert sweeping.run([*args, f"run_dir={parted}"], stop_after_chunks=1) == 0  # group 0 stops after chunk 1
     assert not (parted / "report.md").exists()
     assert sweep.main([f"resume={parted}"]) == 0
     for group in ("group-0", "group-1"):

@@ -30,12 +30,12 @@ import jax
 import jax.numpy as jnp
 from peers import PUREJAXRL_CARTPOLE  # experiments/bench/peers.py
 
-from jaxrl._platform import compiler_options
-from jaxrl.config import parse, validate
+from jaxrl.algos.ppo import rollout, truncation_slots
 from jaxrl.envs.core import random_steps
-from jaxrl.loop import make_train
-from jaxrl.ppo import rollout, truncation_slots
-from jaxrl.profile import median_seconds
+from jaxrl.perf.platform import compiler_options
+from jaxrl.run.config import parse, validate
+from jaxrl.run.profile import median_seconds
+from jaxrl.trainer.loop import make_train
 
 SETTINGS = ["env=cartpole", *PUREJAXRL_CARTPOLE]
 

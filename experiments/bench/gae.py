@@ -15,8 +15,8 @@ import os
 
 import jax
 
-from jaxrl.advantages import gae
-from jaxrl.profile import median_seconds
+from jaxrl.rl.advantages import gae
+from jaxrl.run.profile import median_seconds
 
 
 def bench(method: str, t: int, n: int, repeats: int = 20) -> float:

@@ -10,13 +10,13 @@ and the Dense layers' transposed backward do.
    its own, so fewer, larger kernels is what makes small networks faster.
 2. The whole training program (``make_train(...).train``, 500k steps per
    seed; 1 and 16 seeds, one device) compiled with XLA's default LLVM level and
-   with jaxrl's ``-O1`` (``jaxrl._platform.compiler_options``) in the same
+   with jaxrl's ``-O1`` (``jaxrl.perf.platform.compiler_options``) in the same
    process: compile seconds and env-steps/s of each.
 
 3. The whole training program of PPO CartPole (1 and 16 seeds) and of SAC
    Pendulum at ``peers.py``'s settings (1 and 4 seeds), each compiled twice in
    the same process: with the Dense layers' kernel gradient as ``xᵀ @ g``
-   (``jaxrl.networks.TRANSPOSED_BACKWARD``, the default) and with
+   (``jaxrl.perf.dense.TRANSPOSED_BACKWARD``, the default) and with
    ``lax.dot_general``'s own backward; the runs alternate, 3 each, and the
    median env-steps/s of each and their ratio are printed.
 
@@ -24,12 +24,12 @@ and the Dense layers' transposed backward do.
    optimizer, compiled in the same process and timed round-robin: the
    hand-written raveled clip + Adam jaxrl used before its optimizer became an
    optax chain (``handwritten_apply`` below, the code as it was), the default
-   ``jaxrl.optim`` chain over one raveled vector (``optax.flatten``), and the
+   ``jaxrl.rl.optim`` chain over one raveled vector (``optax.flatten``), and the
    same chain per parameter leaf; ratios against the hand-written one.
 
 Only public pieces are used, so parts 1–2 also run against older jaxrl
 checkouts (``PYTHONPATH=OLD_CHECKOUT``; part 2 needs ``compiler_options``,
-part 3 ``TRANSPOSED_BACKWARD`` and ``jaxrl.profile.round_robin_seconds``).
+part 3 ``TRANSPOSED_BACKWARD`` and ``jaxrl.run.profile.round_robin_seconds``).
 """
 
 from __future__ import annotations
@@ -46,11 +46,12 @@ import optax
 from jax.flatten_util import ravel_pytree
 from peers import PUREJAXRL_CARTPOLE, SAC_PENDULUM  # experiments/bench/peers.py
 
-from jaxrl import optim, ppo
-from jaxrl._platform import compiler_options
-from jaxrl.config import parse, validate
-from jaxrl.loop import make_train
-from jaxrl.profile import median_seconds, round_robin_seconds
+from jaxrl.algos import ppo
+from jaxrl.perf.platform import compiler_options
+from jaxrl.rl import optim
+from jaxrl.run.config import parse, validate
+from jaxrl.run.profile import median_seconds, round_robin_seconds
+from jaxrl.trainer.loop import make_train
 
 SETTINGS = ["env=cartpole", *PUREJAXRL_CARTPOLE, "total_timesteps=500000", "eval.episodes=128"]
 
@@ -95,7 +96,7 @@ def learner() -> dict:
 
 
 def opt_levels(seeds: int) -> list[dict]:
-    from jaxrl._platform import compiler_options
+    from jaxrl.perf.platform import compiler_options
 
     config = validate(parse([*SETTINGS, f"seeds={seeds}", "num_evals=1", "progress=false"]))
     trainer = make_train(config)
@@ -121,18 +122,18 @@ def opt_levels(seeds: int) -> list[dict]:
 
 
 def backward_layout(name: str, settings: list[str], seeds: int, repeats: int = 3) -> dict:
-    from jaxrl import networks
-    from jaxrl._platform import compiler_options
+    from jaxrl.perf import dense as dense_kernels
+    from jaxrl.perf.platform import compiler_options
 
     config = validate(parse([*settings, f"seeds={seeds}", "num_evals=1", "progress=false"]))
     keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
     programs = {}
     for transposed in (True, False):
-        networks.TRANSPOSED_BACKWARD = transposed  # read while tracing
+        dense_kernels.TRANSPOSED_BACKWARD = transposed  # read while tracing
         trainer = make_train(config)
         fn = jax.jit(jax.vmap(trainer.train, in_axes=(0, None)))
         programs[transposed] = fn.lower(keys, trainer.hparams).compile(compiler_options())
-    networks.TRANSPOSED_BACKWARD = True
+    dense_kernels.TRANSPOSED_BACKWARD = True
     calls = [(compiled, (keys, trainer.hparams)) for compiled in programs.values()]
     seconds = round_robin_seconds(calls, repeats)
     rates = {t: trainer.total_env_steps * seeds / s for t, s in zip(programs, seconds, strict=True)}

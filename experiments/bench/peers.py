@@ -7,7 +7,7 @@
 
 Every row times the compile (jax.jit(...).lower(...).compile()) and the run
 separately (jaxrl's programs with the CPU compile options its CLI uses,
-``jaxrl._platform.compiler_options``; the rejax program also compiled once with
+``jaxrl.perf.platform.compiler_options``; the rejax program also compiled once with
 them, not run, to compare like with like), reports env-steps/s and the final return, and the ratio
 jaxrl / peer. The rejax rows also time each side's one-device compile in fresh
 processes, alternated, medians of ``--cold-repeats`` (``cold_compiles``): in
@@ -45,9 +45,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl._platform import compiler_options
-from jaxrl.config import parse, validate
-from jaxrl.loop import make_train
+from jaxrl.perf.platform import compiler_options
+from jaxrl.run.config import parse, validate
+from jaxrl.trainer.loop import make_train
 
 OUT = "experiments/results/bench_peers.json"
 
@@ -287,7 +287,7 @@ def one_thread_pool(which: str, runs: int = 1) -> dict[str, Any]:
     """The one-seed row again, both sides in a fresh process whose XLA:CPU
     client has one thread (``PJRT_NPROC=1``) and one device: what ``python -m
     jaxrl.train`` sets up for a one-seed run with at most 64 envs
-    (``jaxrl._platform.cpu_threads_for``)."""
+    (``jaxrl.perf.platform.cpu_threads_for``)."""
     flags = ("--pool-row", "--runs", str(runs))
     return json.loads(_child(which, 1, *flags, env={**os.environ, "PJRT_NPROC": "1"}))
 
@@ -372,11 +372,11 @@ def _brax_trainer(train_fn, total: int, **kwargs) -> dict[str, Any]:
 
 def _jaxrl_brax(overrides: list[str], seeds: int = 1, evals: int = 6) -> dict[str, Any]:
     """jaxrl through the CLI's chunked driver program, timed like brax's loop."""
-    from jaxrl import driver, train
+    from jaxrl.run import driver, training
 
     config = validate(parse([*overrides, f"seeds={seeds}", f"num_evals={evals}", "progress=false"]))
     trainer = make_train(config)
-    job = train.job_for(config, "/unused", False)
+    job = training.job_for(config, "/unused", False)
     t0 = time.perf_counter()
     keys, init, program, abstract = driver.build(job, trainer)
     carry = jax.jit(init)(keys, job.hparams)
@@ -484,7 +484,7 @@ def _merge(old: list[dict] | None, new: list[dict]) -> list[dict]:
 
 
 def main() -> None:
-    from jaxrl import _platform
+    from jaxrl.perf import platform as jaxrl_platform
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("which", choices=["cartpole", "sac", "brax", "all"])
@@ -507,7 +507,7 @@ def main() -> None:
             print(f"peers.py: {flag} is {value}, must be ≥ {least}; e.g. {flag} 3", file=sys.stderr)
             raise SystemExit(2)
     if not args.pool_row:  # the CLI keeps one device when it sets one thread
-        _platform.split_cpu_devices()  # the CLI's layout, for the jaxrl_sharded rows (before jax starts)
+        jaxrl_platform.split_cpu_devices()  # the CLI's layout, for the jaxrl_sharded rows (before jax starts)
     if args.cold_compile:  # one measurement of cold_compiles, in its own process
         print(cold_compile(args.cold_compile, args.which, args.seeds[0]))
         return

@@ -25,9 +25,9 @@ def point(envs: int, seeds: int) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from jaxrl._platform import compiler_options
-    from jaxrl.config import parse, validate
-    from jaxrl.loop import make_train
+    from jaxrl.perf.platform import compiler_options
+    from jaxrl.run.config import parse, validate
+    from jaxrl.trainer.loop import make_train
 
     per_update = envs * 128 * seeds
     updates = max(4, round(4_000_000 / per_update))

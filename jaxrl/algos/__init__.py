@@ -5,11 +5,33 @@
 >>> jaxrl.algos.get("ppo").metrics        # what it logs
 >>> jaxrl.algos.register(MY_ALGORITHM)    # then algo=my_algo works everywhere
 
-Built in: ``ppo`` (:mod:`jaxrl.ppo`), ``sac`` (:mod:`jaxrl.sac`), ``a2c``
+Built in: ``ppo`` (:mod:`jaxrl.algos.ppo`), ``sac`` (:mod:`jaxrl.algos.sac`), ``a2c``
 (:mod:`jaxrl.algos.a2c`) and ``reinforce`` (:mod:`jaxrl.algos.reinforce`).
 See ``docs/contributing/algorithm.md`` for adding one.
 """
 
-from jaxrl.algos.base import LOOP_METRICS, Agent, Algorithm, configs, get, names, own_metrics, register
+from jaxrl.core.contract import (
+    LOOP_METRICS,
+    Agent,
+    Algorithm,
+    algorithm_for,
+    configs,
+    get,
+    hparams_for,
+    names,
+    own_metrics,
+    register,
+)
 
-__all__ = ["Agent", "Algorithm", "LOOP_METRICS", "configs", "get", "names", "own_metrics", "register"]
+__all__ = [
+    "Agent",
+    "Algorithm",
+    "LOOP_METRICS",
+    "algorithm_for",
+    "configs",
+    "get",
+    "hparams_for",
+    "names",
+    "own_metrics",
+    "register",
+]

@@ -9,7 +9,7 @@ gradient step on the whole ``[T·N]`` batch follows each rollout::
 
     L = −E[log π(a|s) · Â] + c_V · ½ E[(V(s) − G)²] − c_H · E[H(π(·|s))]
 
-It shares PPO's pieces (:mod:`jaxrl.ppo`): the actor-critic network, the
+It shares PPO's pieces (:mod:`jaxrl.algos.ppo`): the actor-critic network, the
 rollout with behaviour values recorded at collection time, the reward /
 observation / value normalizers and GAE. The difference is the learner: no
 ratio, no clipping, no epochs or minibatches. (PPO's clipped loss at ratio 1
@@ -25,18 +25,12 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import normalize, optim, ppo
-from jaxrl.algos.base import Agent, Algorithm, own_metrics
-from jaxrl.config import (
-    PBT_BOUNDS,
-    Config,
-    check_non_negative,
-    check_positive,
-    check_rollout,
-    require_one_of,
-    require_unit_interval,
-)
+from jaxrl.algos import ppo
+from jaxrl.core.checks import check_non_negative, check_positive, check_rollout, require_one_of, require_unit_interval
+from jaxrl.core.config import PBT_BOUNDS, Config
+from jaxrl.core.contract import Agent, Algorithm, own_metrics
 from jaxrl.envs.core import Env
+from jaxrl.rl import normalize, optim
 
 __all__ = ["A2CConfig", "HParams", "LossMetrics", "UpdateMetrics", "a2c_loss", "make_agent", "ALGORITHM"]
 
@@ -48,7 +42,7 @@ class A2CConfig:
     name: str = "a2c"
     # --- static ---------------------------------------------------------------
     num_steps: int = 5  # rollout length T per env per update (n of the n-step return)
-    network: str = "mlp"  # torso by name (jaxrl.networks.register_torso adds one)
+    network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
@@ -166,7 +160,7 @@ def make_agent(
     perf: bool = True,
 ) -> Agent:
     """A2C for ``num_envs`` parallel copies of ``env`` (``num_updates`` sets the
-    linear learning-rate annealing). ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.ppo.make_agent`'s."""
+    linear learning-rate annealing). ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.algos.ppo.make_agent`'s."""
     network = ppo.make_network(algo, env, network, perf)
     optimizer = optim.make(optimizer, ppo.ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params

@@ -28,19 +28,13 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import normalize, optim, ppo
-from jaxrl.advantages import gae
-from jaxrl.algos.base import Agent, Algorithm, own_metrics
-from jaxrl.config import (
-    PBT_BOUNDS,
-    Config,
-    check_non_negative,
-    check_positive,
-    check_rollout,
-    require_one_of,
-    require_unit_interval,
-)
+from jaxrl.algos import ppo
+from jaxrl.core.checks import check_non_negative, check_positive, check_rollout, require_one_of, require_unit_interval
+from jaxrl.core.config import PBT_BOUNDS, Config
+from jaxrl.core.contract import Agent, Algorithm, own_metrics
 from jaxrl.envs.core import Env
+from jaxrl.rl import normalize, optim
+from jaxrl.rl.advantages import gae
 
 __all__ = ["ReinforceConfig", "HParams", "UpdateMetrics", "first_episode", "reinforce_loss", "make_agent", "ALGORITHM"]
 
@@ -53,7 +47,7 @@ class ReinforceConfig:
     # --- static ---------------------------------------------------------------
     num_steps: int = 500  # T: steps per env and update; every env's first episode counts
     baseline: bool = True  # learn V and subtract it (also bootstraps truncations)
-    network: str = "mlp"  # torso by name (jaxrl.networks.register_torso adds one)
+    network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
@@ -161,7 +155,7 @@ def make_agent(
     optimizer: optim.Spec = None,
     perf: bool = True,
 ) -> Agent:
-    """REINFORCE for ``num_envs`` parallel copies of ``env``. ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.ppo.make_agent`'s."""
+    """REINFORCE for ``num_envs`` parallel copies of ``env``. ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.algos.ppo.make_agent`'s."""
     network = ppo.make_network(algo, env, network, perf)
     optimizer = optim.make(optimizer, ppo.ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params

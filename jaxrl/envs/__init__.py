@@ -10,7 +10,9 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Box, Discrete, Env, EnvState, EnvStep
+from jaxrl.envs.gymnax_env import GymnaxEnv
 
 __all__ = [
     "Box",
@@ -115,7 +117,7 @@ def is_brax(name: str) -> bool:
 
 
 def from_config(config: Any) -> Env:
-    """The env of a :class:`jaxrl.config.Config` (name, brax backend, time limit)."""
+    """The env of a :class:`jaxrl.core.config.Config` (name, brax backend, time limit)."""
     return make(config.env.name, backend=config.env.backend, episode_length=config.env.episode_length or 1000)
 
 
@@ -143,16 +145,12 @@ def make(name: str, **kwargs: Any) -> Env:
     kwargs.pop("episode_length", None)
     import gymnax
 
-    from jaxrl.envs.gymnax_env import GymnaxEnv
-
     env, params = gymnax.make(canonical, **kwargs)
     return GymnaxEnv(env, params, name=canonical)
 
 
 def _make_brax(canonical: str, backend: str = "positional", episode_length: int = 1000) -> Env:
     import importlib.util
-
-    from jaxrl.config import ConfigError
 
     if importlib.util.find_spec("brax") is None:
         raise ConfigError(
@@ -172,7 +170,6 @@ def _make_brax(canonical: str, backend: str = "positional", episode_length: int 
 
 def from_gymnax(env: Any, params: Any = None) -> Env:
     """Adapt a gymnax ``Environment`` instance (e.g. a user's own subclass)."""
-    from jaxrl.envs.gymnax_env import GymnaxEnv
 
     return GymnaxEnv(env, params)
 

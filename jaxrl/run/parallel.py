@@ -28,7 +28,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from jaxrl.config import Config, ConfigError, error_line
+from jaxrl.core.config import Config
+from jaxrl.core.errors import ConfigError, error_line
+from jaxrl.perf import platform
+from jaxrl.run.checkpoint import layout_of
 
 __all__ = [
     "Plan",
@@ -103,12 +106,10 @@ def plan(config: Config, num_members: int) -> Plan | None:
     import numpy as np
     from jax.sharding import Mesh
 
-    from jaxrl import _platform
-
     devices = jax.devices()
     multi = jax.process_count() > 1
     n = config.devices or len(devices)
-    if not config.devices and not multi and _platform.AUTO_CPU_DEVICES and devices[0].platform == "cpu":
+    if not config.devices and not multi and platform.AUTO_CPU_DEVICES and devices[0].platform == "cpu":
         # the CLI's one-device-per-core split: use as many cores as divide the members
         # evenly (data parallelism over CPU cores does not pay: one device)
         n = max(d for d in range(1, n + 1) if num_members % d == 0) if config.parallel == "seeds" else 1
@@ -202,8 +203,7 @@ def carry_shardings(layout: Plan | None, abstract: Any, env_fields: tuple[str, .
 
 
 def layout_record(layout: Plan | None) -> dict[str, Any]:
-    """The layout as checkpoint metadata (:func:`jaxrl.checkpoint.layout_of`)."""
-    from jaxrl.checkpoint import layout_of
+    """The layout as checkpoint metadata (:func:`jaxrl.run.checkpoint.layout_of`)."""
 
     return layout_of(layout.size if layout else 1, layout.mode if layout else "seeds")
 

@@ -26,7 +26,22 @@ from typing import Any, NamedTuple
 
 from flax import struct
 
-from jaxrl.config import Config, ConfigError, error_line, to_dict
+from jaxrl import perf
+from jaxrl.core.config import Config
+from jaxrl.core.errors import ConfigError, error_line
+from jaxrl.core.version import __version__
+from jaxrl.envs import param_names, with_params
+from jaxrl.perf import platform
+from jaxrl.perf.platform import enable_compile_cache
+from jaxrl.run import memory, parallel, stats
+from jaxrl.run.checkpoint import Checkpointer, config_hash, describe_layout
+from jaxrl.run.config import to_dict
+from jaxrl.run.logs import JsonlWriter, LiveProgress, flat, format_count, jsonable, make_writers
+from jaxrl.run.parallel import is_primary, to_host
+from jaxrl.run.profile import breakdown, format_breakdown
+from jaxrl.trainer import pbt as pbt_lib
+from jaxrl.trainer.loop import Progress, make_batched, make_heldout, make_train
+from jaxrl.trainer.pbt import lineage
 
 __all__ = ["StopRequest", "Job", "Outcome", "execute", "parse_perturb", "write_json", "version"]
 
@@ -96,13 +111,11 @@ def _is_key(x: Any) -> bool:
 
 
 def version() -> str:
-    from jaxrl import __version__
 
     return __version__
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:
-    from jaxrl.logs import jsonable
 
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -116,8 +129,6 @@ def parse_perturb(text: str, env: Any) -> list[dict[str, float]]:
 
     Raises ConfigError naming unknown parameters or non-numeric values."""
     import itertools
-
-    from jaxrl.envs import param_names
 
     text = (text or "").strip()
     if not text:
@@ -243,8 +254,6 @@ def _stop(log, stopper: StopRequest, job: Job, last_saved: int, num_chunks: int,
         log(f"stopped after chunk {last_saved}/{num_chunks}; checkpoint saved")
         log(f"continue with: {resume_cmd}")
     else:
-        from jaxrl.parallel import is_primary
-
         if job.created and is_primary():  # nothing worth keeping: leave no half-made run directory behind
             import shutil
 
@@ -270,8 +279,6 @@ NOT_HASHED = (
 
 def config_digest(job: Job, hparams_host: Any) -> str:
     """Hash of everything that fixes the program and its numbers."""
-    from jaxrl.checkpoint import config_hash
-    from jaxrl.logs import jsonable
 
     data = to_dict(dataclasses.replace(job.config, run_dir=None, resume=None))
     for name in NOT_HASHED:  # how a run is watched or laid out, not what it computes
@@ -290,9 +297,6 @@ def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, 
     -> Carry`` and ``program(carry) -> (carry, ChunkMetrics, PBTStep | None)``."""
     import jax
     import numpy as np
-
-    from jaxrl import pbt as pbt_lib
-    from jaxrl.loop import make_batched
 
     config = job.config
     algorithm = trainer.algorithm
@@ -329,12 +333,9 @@ def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, 
 
 def load_carry(job: Job, env: Any, chunk: int | None = None, field: str = "resume", layout: Any = None) -> Any:
     """The checkpointed :class:`Carry` of ``job.run_dir`` (the newest intact one,
-    or ``chunk``) as a :class:`jaxrl.checkpoint.Restored`, laid out as
-    ``layout`` (a :class:`jaxrl.parallel.Plan`; ``None``: this process's first
+    or ``chunk``) as a :class:`jaxrl.run.checkpoint.Restored`, laid out as
+    ``layout`` (a :class:`jaxrl.run.parallel.Plan`; ``None``: this process's first
     device), whatever layout wrote it."""
-    from jaxrl import parallel
-    from jaxrl.checkpoint import Checkpointer
-    from jaxrl.loop import make_train
 
     trainer = make_train(job.config, env)
     _, _, _, abstract = build(job, trainer)
@@ -347,7 +348,6 @@ def fallback_note(restored: Any, trainer: Any) -> str | None:
     which ones, why, and how many env steps per member that loses."""
     if not restored.skipped:
         return None
-    from jaxrl.logs import format_count
 
     newest = max(s for s, _ in restored.skipped)
     lost = trainer.env_steps(newest * trainer.chunk_updates) - trainer.env_steps(restored.chunk * trainer.chunk_updates)
@@ -361,7 +361,6 @@ def fallback_note(restored: Any, trainer: Any) -> str | None:
 
 def layout_note(meta: dict[str, Any], now: dict[str, Any], what: str) -> str | None:
     """One line when a checkpoint was written on another layout than ``now``."""
-    from jaxrl.checkpoint import describe_layout
 
     saved = meta.get("layout")
     if not isinstance(saved, dict) or saved == now:
@@ -385,11 +384,6 @@ def execute(
     import jax
     import numpy as np
 
-    from jaxrl import stats
-    from jaxrl.checkpoint import Checkpointer
-    from jaxrl.logs import JsonlWriter, LiveProgress, format_count
-    from jaxrl.loop import make_train
-
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     stopper = stopper or StopRequest()
     config = job.config
@@ -401,9 +395,6 @@ def execute(
     use_pbt = config.pbt.population > 0
     resume_cmd = resume_cmd or f"python -m jaxrl.train resume={job.run_dir}"
     heldout_settings = parse_perturb(config.eval.perturb, env)  # checked before anything compiles
-
-    from jaxrl import _platform, memory, parallel, perf
-    from jaxrl._platform import enable_compile_cache
 
     cache = enable_compile_cache(config.compile_cache)
     primary = parallel.is_primary()
@@ -634,7 +625,7 @@ def execute(
         )
         summary["devices"] = layout.size if layout else 1
         # the XLA:CPU thread count the CLI set for this run (None: XLA's default)
-        summary["cpu_threads"] = _platform.AUTO_CPU_THREADS or None
+        summary["cpu_threads"] = platform.AUTO_CPU_THREADS or None
         if profile_result is not None:
             summary["profile"] = profile_result
         block = summary["configs"][0]
@@ -654,8 +645,6 @@ def _fits(job: Job, check: Callable[[], None]) -> None:
     try:
         check()
     except ConfigError:
-        from jaxrl.parallel import is_primary
-
         if job.created and is_primary():
             import shutil
 
@@ -666,10 +655,8 @@ def _fits(job: Job, check: Callable[[], None]) -> None:
 def _devices_text(layout: Any) -> str:
     import jax
 
-    from jaxrl import _platform
-
     if layout is None:
-        threads = _platform.AUTO_CPU_THREADS
+        threads = platform.AUTO_CPU_THREADS
         return "1 device" + (f", {threads} CPU thread{'s' if threads > 1 else ''}" if threads else "")
     what = "members sharded" if layout.mode == "seeds" else "envs split"
     hosts = f" on {jax.process_count()} processes" if jax.process_count() > 1 else ""
@@ -679,8 +666,6 @@ def _devices_text(layout: Any) -> str:
 def _chunk_progress(updates: Any, update: int) -> Any:
     """A whole chunk's episode statistics as one progress report."""
     import numpy as np
-
-    from jaxrl.loop import Progress
 
     return Progress(
         np.int32(update),
@@ -694,13 +679,11 @@ def _profile(job: Job, trainer: Any, carry: Any, log: Callable[[str], None]) -> 
     (written to profile.json and printed; a few calls of the update are traced
     into ``RUN_DIR/profile/update``); the first chunk is traced into
     ``RUN_DIR/profile``."""
-    from jaxrl.profile import breakdown, format_breakdown
 
     log("profile: timing the parts of one update as separate programs …")
     trace_dir = os.path.join(job.run_dir, "profile")
     result = breakdown(trainer, carry.states, carry.hparams, kernel_trace_dir=os.path.join(trace_dir, "update"))
     result["trace_dir"] = trace_dir
-    from jaxrl.parallel import is_primary
 
     if is_primary():
         write_json(os.path.join(job.run_dir, "profile.json"), result)
@@ -710,7 +693,6 @@ def _profile(job: Job, trainer: Any, carry: Any, log: Callable[[str], None]) -> 
 
 
 def _flat_config(job: Job) -> dict[str, Any]:
-    from jaxrl.logs import flat
 
     return flat(to_dict(dataclasses.replace(job.config, run_dir=None, resume=None)))
 
@@ -718,7 +700,6 @@ def _flat_config(job: Job) -> dict[str, Any]:
 def _writers(job: Job, start_env_steps: int, algorithm: Any) -> list[Any]:
     """TensorBoard / W&B writers (``logger=``); one curve per member and
     declared metric of ``algorithm``."""
-    from jaxrl.logs import make_writers
 
     if job.config.logger == "jsonl":
         return []
@@ -744,17 +725,12 @@ def _heldout(trainer, env, states, settings: list[dict[str, float]], log) -> dic
     import jax
     import numpy as np
 
-    from jaxrl import perf
-    from jaxrl.envs import with_params
-    from jaxrl.loop import make_heldout
-
     params = [env.default_params] + [with_params(env, **s) for s in settings]
     stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *params)
     t0 = time.perf_counter()
     result = jax.jit(make_heldout(trainer), compiler_options=perf.compile_options(perf.of(trainer.config)))(
         states, stacked
     )
-    from jaxrl.parallel import to_host
 
     returns = np.asarray(to_host(result.returns), np.float64).mean(axis=-1)  # [K, M]
     log(
@@ -778,8 +754,6 @@ def summarize(job: Job, trainer, env, records, compile_s, train_s, wall_s, heldo
     statistics and counted as unsolved)."""
     import jax
     import numpy as np
-
-    from jaxrl import stats
 
     evals = [r for r in records if r["type"] == "eval"]
     last = evals[-1]
@@ -855,8 +829,6 @@ def summarize(job: Job, trainer, env, records, compile_s, train_s, wall_s, heldo
 def _pbt_summary(evals: list[dict[str, Any]], final: list[float | None], evolved: tuple[str, ...]) -> dict[str, Any]:
     import numpy as np
 
-    from jaxrl.pbt import lineage
-
     scores = np.asarray([-np.inf if v is None else v for v in final])
     best = int(np.argmax(scores))
     parents = [list(map(int, r["parents"])) for r in evals[:-1]]
@@ -905,8 +877,6 @@ def heldout_table(summary: dict[str, Any]) -> str:
 def plot_run(run_dir: str, records: list[dict[str, Any]], title: str, solved: float | None) -> None:
     """``curves.png``: deterministic-eval and training returns, IQM ± CI over members."""
     import numpy as np
-
-    from jaxrl import stats
 
     evals = [r for r in records if r["type"] == "eval"]
     updates = [r for r in records if r["type"] == "update"]

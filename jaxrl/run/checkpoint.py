@@ -19,11 +19,12 @@ import os
 import shutil
 from typing import Any, NamedTuple
 
-from jaxrl.config import ConfigError, error_line
+from jaxrl.core.errors import ConfigError, error_line
+from jaxrl.core.version import __version__
 
 __all__ = ["Checkpointer", "Restored", "config_hash", "keys_to_data", "layout_of", "describe_layout"]
 
-FORMAT_VERSION = 3  # 2: Adam moments over the raveled parameters; 3: optimizer state is an optax chain (jaxrl.optim)
+FORMAT_VERSION = 3  # 2: Adam moments over the raveled parameters; 3: optimizer state is an optax chain (jaxrl.rl.optim)
 
 # What every state checkpoint holds besides its array chunks (orbax's tree
 # metadata and the OCDBT manifest).
@@ -187,7 +188,6 @@ class Checkpointer:
         )
 
     def _restore_step(self, step: int, raw_abstract: Any, field: str) -> tuple[Any, dict[str, Any]]:
-        from jaxrl import __version__
 
         ocp = self._ocp
         try:

@@ -18,7 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jaxrl.config import Config, ConfigError
+from jaxrl import envs
+from jaxrl.core.config import Config
+from jaxrl.core.errors import ConfigError
+from jaxrl.run import driver, sweeping, training
+from jaxrl.trainer.loop import make_train
 
 __all__ = ["Run", "open_run", "load_policy"]
 
@@ -67,7 +71,6 @@ def _sweep_job(run_dir: str) -> Any | None:
     spec_path = os.path.join(parent, "sweep.json")
     if not os.path.isfile(spec_path):
         return None
-    from jaxrl import sweep
 
     with open(spec_path) as f:
         spec = json.load(f)
@@ -75,14 +78,12 @@ def _sweep_job(run_dir: str) -> Any | None:
     index = next((i for i, g in enumerate(spec["groups"]) if g["dir"] == name), None)
     if index is None:
         return None
-    plan = sweep.plan(spec["argv"])
-    return sweep._job(plan, plan.groups[index], os.path.abspath(run_dir), True)
+    plan = sweeping.plan(spec["argv"])
+    return sweeping.job_for(plan, plan.groups[index], os.path.abspath(run_dir), True)
 
 
 def open_run(run_dir: str) -> Run:
     """Load a run directory's config and latest checkpoint (ConfigError if unusable)."""
-    from jaxrl import driver, envs, train
-    from jaxrl.loop import make_train
 
     if not isinstance(run_dir, (str, os.PathLike)) or not os.path.isdir(run_dir):
         raise ConfigError("run_dir", run_dir, "does not exist", "pass a directory printed by python -m jaxrl.train")
@@ -94,9 +95,9 @@ def open_run(run_dir: str) -> Run:
             "is not a run directory (no config.yaml)",
             "pass a directory printed by python -m jaxrl.train",
         )
-    config = train._load_run_config(run_dir, field="run_dir")
+    config = training.load_run_config(run_dir, field="run_dir")
     env = envs.from_config(config)
-    job = _sweep_job(run_dir) or train.job_for(config, run_dir, True)
+    job = _sweep_job(run_dir) or training.job_for(config, run_dir, True)
     trainer = make_train(config, env)
     restored = driver.load_carry(job, env, field="run_dir")
     notes = [driver.fallback_note(restored, trainer)]

@@ -104,7 +104,7 @@ class Algorithm:
     validate: Callable[[Any], None] = _no_checks  # (Config) -> None, raising ConfigError; beyond the common checks
     pbt_bounds: Mapping[str, tuple[float, float, bool]] = field(default_factory=dict)  # name -> (lo, hi, log)
     # Keyword arguments make_agent takes: "network" (a flax torso module) and
-    # "optimizer" (jaxrl.optim.Spec) from make_train(config, network=…, optimizer=…),
+    # "optimizer" (jaxrl.rl.optim.Spec) from make_train(config, network=…, optimizer=…),
     # "perf" (bool: config.perf resolved by jaxrl.perf) from the run's config.
     seams: tuple[str, ...] = ()
 
@@ -138,7 +138,12 @@ class Algorithm:
 
 
 # Built-in algorithms, imported on first use (each module defines ALGORITHM).
-_BUILTIN = {"ppo": "jaxrl.ppo", "sac": "jaxrl.sac", "a2c": "jaxrl.algos.a2c", "reinforce": "jaxrl.algos.reinforce"}
+_BUILTIN = {
+    "ppo": "jaxrl.algos.ppo",
+    "sac": "jaxrl.algos.sac",
+    "a2c": "jaxrl.algos.a2c",
+    "reinforce": "jaxrl.algos.reinforce",
+}
 _REGISTRY: dict[str, Algorithm] = {}
 
 
@@ -188,3 +193,13 @@ class _Configs(Mapping):
 
 
 configs = _Configs()
+
+
+def algorithm_for(algo: Any) -> Algorithm:
+    """The registered :class:`Algorithm` of an algorithm config (or its name)."""
+    return get(algo if isinstance(algo, str) else algo.name)
+
+
+def hparams_for(algo: Any) -> Any:
+    """The traced hyperparameter pytree of an algorithm config."""
+    return algorithm_for(algo).hparams.from_config(algo)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from importlib import metadata
 
+from jaxrl.core.errors import ConfigError
+
 _SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 _HANG_PRONE = ("0.10.0", "0.10.1", "0.10.2")
 
@@ -77,13 +79,11 @@ def compiler_options() -> dict[str, int] | None:
 
 def cpu_opt_level() -> int | None:
     """``JAXRL_CPU_OPT_LEVEL`` (default 1): an LLVM level 0–3, or ``None`` for
-    ``default`` (XLA's own). Anything else is a :class:`jaxrl.config.ConfigError`."""
+    ``default`` (XLA's own). Anything else is a :class:`jaxrl.core.errors.ConfigError`."""
     setting = os.environ.get("JAXRL_CPU_OPT_LEVEL", "1").strip()
     if setting == "default":
         return None
     if setting not in ("0", "1", "2", "3"):
-        from jaxrl.config import ConfigError
-
         raise ConfigError(
             "JAXRL_CPU_OPT_LEVEL", setting, "must be 0, 1, 2, 3 or default", "unset it (default 1) or pass one of those"
         )
@@ -92,20 +92,18 @@ def cpu_opt_level() -> int | None:
 
 def _env_count(name: str, minimum: int, constraint: str, fix: str) -> int | None:
     """Environment variable ``name`` as a whole number ≥ ``minimum`` (``None``
-    when unset); anything else is a :class:`jaxrl.config.ConfigError`."""
+    when unset); anything else is a :class:`jaxrl.core.errors.ConfigError`."""
     value = os.environ.get(name, "").strip()
     if not value:
         return None
     if not value.isdigit() or int(value) < minimum:
-        from jaxrl.config import ConfigError
-
         raise ConfigError(name, value, constraint, fix)
     return int(value)
 
 
 def cpu_devices_wanted() -> int | None:
     """``JAXRL_CPU_DEVICES`` as a count (``None`` when unset: one per core).
-    Anything but a non-negative integer is a :class:`jaxrl.config.ConfigError`."""
+    Anything but a non-negative integer is a :class:`jaxrl.core.errors.ConfigError`."""
     return _env_count(
         "JAXRL_CPU_DEVICES", 0, "must be a whole number of XLA:CPU devices", "unset it (one per core) or pass e.g. 1"
     )
@@ -113,7 +111,7 @@ def cpu_devices_wanted() -> int | None:
 
 def cpu_threads_wanted() -> int | None:
     """``JAXRL_CPU_THREADS`` as a count (``None`` when unset or ``auto``).
-    Anything but ``auto`` or a positive integer is a :class:`jaxrl.config.ConfigError`."""
+    Anything but ``auto`` or a positive integer is a :class:`jaxrl.core.errors.ConfigError`."""
     if os.environ.get("JAXRL_CPU_THREADS", "").strip() == "auto":
         return None
     return _env_count(

@@ -43,9 +43,9 @@ from typing import Any
 import jax
 
 from jaxrl import perf
-from jaxrl._platform import usable_cores
-from jaxrl.config import error_line
+from jaxrl.core.errors import error_line
 from jaxrl.envs.core import random_steps
+from jaxrl.perf.platform import usable_cores
 
 __all__ = [
     "breakdown",
@@ -278,7 +278,7 @@ def breakdown(
     """Time the phases of one update over every member of ``states``.
 
     Args:
-      trainer: the run's :class:`jaxrl.loop.Trainer`.
+      trainer: the run's :class:`jaxrl.trainer.loop.Trainer`.
       states: TrainState with leaves ``[M, ...]``.
       hparams: hyperparameters with leaves ``[M]``.
       repeats: timed rounds (medians over them).

@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from jaxrl.run.stats import iqm
+
 __all__ = ["LiveProgress", "JsonlWriter", "jsonable", "format_count"]
 
 
@@ -210,7 +212,6 @@ def _iqm(values: list[float]) -> float | None:
     finite = [v for v in values if v is not None and math.isfinite(v)]
     if not finite:
         return None
-    from jaxrl.stats import iqm
 
     return iqm(finite)
 

@@ -1,18 +1,9 @@
-"""Typed configuration: frozen dataclasses, per-env presets, validation.
-
-A run is described by one :class:`Config`. Its fields split by *type* into two
-kinds (STYLE #4):
-
-* static settings — shapes, counts, flags, module choices — that the compiled
-  program closes over (``num_envs``, ``algo.num_steps``, ``algo.hidden_sizes``…);
-* float hyperparameters — ``algo.lr``, ``algo.gamma``, … — that become a pytree
-  (:class:`jaxrl.ppo.PPOHParams`) passed *as an argument* to the compiled
-  program, so one compile serves many seeds and hyperparameter settings.
+"""Parsing and validation of run configs (the dataclasses: :mod:`jaxrl.core.config`).
 
 The command line is parsed by hydra (``key=value`` overrides on structured
 configs). Parsing order: dataclass defaults ← the env/algo preset ← the user's
-overrides. Every mistake is reported as a :class:`ConfigError`: one line naming
-the field, the value, the constraint and a fix.
+overrides. Every mistake is reported as a :class:`~jaxrl.core.errors.ConfigError`:
+one line naming the field, the value, the constraint and a fix.
 """
 
 from __future__ import annotations
@@ -21,287 +12,44 @@ import dataclasses
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
-from jaxrl.algos.base import configs as algo_configs
+from jaxrl import envs
+from jaxrl.algos.ppo import PPOConfig
+from jaxrl.core.checks import require_one_of, require_positive_int
+from jaxrl.core.config import (
+    MAX_MEMBERS,
+    PBT_BOUNDS,
+    Config,
+    DistConfig,
+    EnvConfig,
+    EvalConfig,
+    PBTConfig,
+    SweepConfig,
+    seed_ids,
+)
+from jaxrl.core.contract import configs as algo_configs
+from jaxrl.core.contract import get, names
+from jaxrl.core.errors import ConfigError, error_line
+from jaxrl.envs import canonical_name
 
 __all__ = [
-    "Config",
-    "ConfigError",
-    "PPOConfig",
+    "ALGOS",
+    "MAX_MEMBERS",
+    "PBT_BOUNDS",
     "PRESETS",
+    "from_dict",
+    "normalize_overrides",
     "parse",
-    "validate",
+    "schema",
     "seed_ids",
+    "to_dict",
+    "validate",
 ]
-
-
-def error_line(error: BaseException, limit: int = 160) -> str:
-    """The first line of ``str(error)`` (at most ``limit`` characters), or the
-    exception's type name when it has no message: a reason to quote inside a
-    one-line message."""
-    text = str(error).strip()
-    return text.splitlines()[0][:limit] if text else type(error).__name__
-
-
-def make_dir(field_name: str, path: str, fix: str = "pass a path in a writable directory") -> str:
-    """``os.makedirs(path, exist_ok=True)``, or a :class:`ConfigError` naming
-    ``field_name`` when ``path`` is a file or cannot be created there."""
-    import os
-
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ConfigError(field_name, path, "is a file, not a directory", fix)
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as error:
-        raise ConfigError(field_name, path, f"cannot be created ({error.strerror or error_line(error)})", fix) from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(field_name, path, "is not writable", fix)
-    return path
-
-
-class ConfigError(ValueError):
-    """A user mistake: bad key, bad value, impossible sizes, missing files.
-
-    ``str(error)`` is one line: field, value, constraint and a fix. The CLI
-    prints it and exits with status 2.
-    """
-
-    def __init__(self, field_name: str, value: Any, constraint: str, fix: str):
-        self.field = field_name
-        self.value = value
-        self.constraint = constraint
-        self.fix = fix
-        super().__init__(f"{field_name}={value!s}: {constraint}; fix: {fix}")
-
-
-# ---------------------------------------------------------------------------
-# Algorithm configs (a hydra config group: `algo=ppo`)
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    """Proximal Policy Optimization (Schulman et al., 2017, arXiv:1707.06347)."""
-
-    name: str = "ppo"
-    # --- static: shapes, counts, flags -----------------------------------
-    num_steps: int = 128  # rollout length T per env per update
-    update_epochs: int = 4
-    num_minibatches: int = 4
-    network: str = "mlp"  # torso by name (jaxrl.networks.register_torso adds one)
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"  # tanh | relu | elu | gelu | silu
-    shared_torso: bool = False  # one torso for actor and critic
-    lr_schedule: str = "linear"  # constant | linear (anneal to 0) | adaptive (KL)
-    clip_value: bool = True  # PPO2-style clipped value loss
-    normalize_advantages: bool = True  # per minibatch
-    normalize_obs: bool = False  # running mean/std, per seed
-    normalize_reward: bool = False  # divide rewards by the running std of the discounted return
-    normalize_value: bool = False  # critic learns normalized value targets (rl_games normalize_value)
-    squash: str = "tanh"  # continuous actions: tanh (tanh-Gaussian, ratios on the pre-tanh sample) | clip
-    log_std_init: float = 0.0  # continuous actions: initial state-independent log std
-    gae_method: str = "auto"  # auto | associative | scan
-    # --- traced: float hyperparameters (vmappable) -----------------------
-    lr: float = 2.5e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-    target_kl: float = 0.01  # only for lr_schedule=adaptive
-    min_lr: float = 1e-6  # bounds for lr_schedule=adaptive
-    max_lr: float = 1e-2
-    reward_scale: float = 1.0  # rewards × this before GAE (brax's reward_scaling)
-
-    TRACED: ClassVar[tuple[str, ...]] = (
-        "lr",
-        "gamma",
-        "gae_lambda",
-        "clip_eps",
-        "vf_coef",
-        "ent_coef",
-        "max_grad_norm",
-        "target_kl",
-        "min_lr",
-        "max_lr",
-        "reward_scale",
-    )
-
-
-@dataclass(frozen=True)
-class SACConfig:
-    """Soft Actor-Critic (Haarnoja et al., 2018, arXiv:1812.05905): twin
-    critics, Polyak-averaged targets, automatic entropy temperature."""
-
-    name: str = "sac"
-    # --- static -------------------------------------------------------------
-    num_steps: int = 1  # env steps per env per update
-    utd: float = 1.0  # gradient steps per env step (all envs of a seed)
-    batch_size: int = 256  # transitions per gradient step
-    buffer_size: int = 100_000  # replay capacity per seed
-    learning_starts: int = 1000  # random-action env steps per seed before learning
-    network: str = "mlp"  # torso by name (jaxrl.networks.register_torso adds one)
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "relu"
-    normalize_obs: bool = False
-    log_std_min: float = -5.0
-    log_std_max: float = 2.0
-    # --- traced -------------------------------------------------------------
-    lr: float = 3e-4  # actor and critic
-    alpha_lr: float = 3e-4  # temperature
-    gamma: float = 0.99
-    tau: float = 0.005  # Polyak rate of the target critics
-    init_alpha: float = 1.0
-    target_entropy_scale: float = 1.0  # target entropy = −scale · |A|
-    reward_scale: float = 1.0
-    max_grad_norm: float = 1e10  # effectively off
-
-    TRACED: ClassVar[tuple[str, ...]] = (
-        "lr",
-        "alpha_lr",
-        "gamma",
-        "tau",
-        "init_alpha",
-        "target_entropy_scale",
-        "reward_scale",
-        "max_grad_norm",
-    )
 
 
 # {name: config class} of every registered algorithm (the hydra group `algo`).
 ALGOS: Mapping[str, type] = algo_configs
-
-
-@dataclass(frozen=True)
-class EnvConfig:
-    """The environment: ``env=NAME`` is short for ``env.name=NAME``."""
-
-    name: str = "cartpole"  # short name, gymnax id, brax name or brax:<name>
-    backend: str = "positional"  # brax physics backend: positional | generalized | spring | mjx
-    episode_length: int = 0  # brax time limit; 0: 1000 (gymnax envs keep their own limits)
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """Deterministic evaluation on separate env copies."""
-
-    episodes: int = 16  # episodes per seed at every evaluation point
-    max_steps: int = 0  # step cap per episode; 0: the env's own time limit
-    # Held-out evaluation of the final policies on changed env parameters, e.g.
-    # "length=0.25,0.5,1.0 gravity=9.8,12" (the grid of all combinations).
-    perturb: str = ""
-
-
-# Evolvable hyperparameters and their bounds (log: perturbed multiplicatively
-# and resampled log-uniformly).
-PBT_BOUNDS: dict[str, tuple[float, float, bool]] = {
-    "lr": (1e-5, 1e-1, True),
-    "ent_coef": (0.0, 0.1, False),
-    "clip_eps": (0.05, 0.5, False),
-    "gae_lambda": (0.8, 1.0, False),
-    "gamma": (0.9, 0.9999, False),
-    "vf_coef": (0.05, 2.0, True),
-    "max_grad_norm": (0.05, 10.0, True),
-    "alpha_lr": (1e-5, 1e-2, True),
-    "tau": (1e-3, 0.1, True),
-    "target_entropy_scale": (0.1, 2.0, False),
-    "reward_scale": (0.01, 100.0, True),
-}
-
-
-@dataclass(frozen=True)
-class PBTConfig:
-    """Population-based training (Jaderberg et al., 2017, arXiv:1711.09846)
-    inside the compiled program; ``population=0`` turns it off."""
-
-    population: int = 0  # members (each its own seed id: seed, seed+1, …)
-    interval: int = 0  # updates between exploit/explore steps; 0: total/num_evals
-    fraction: float = 0.25  # the bottom fraction copies from the top fraction
-    resample_prob: float = 0.25  # explore: resample within bounds instead of perturbing
-    perturb_factors: tuple[float, ...] = (0.8, 1.25)
-    hparams: tuple[str, ...] = ("lr", "ent_coef", "clip_eps")
-    init_spread: float = 2.0  # initial hyperparameters: base × U[1/spread, spread] (log)
-    seed: int = 0  # PRNG seed of the exploit/explore decisions
-
-
-@dataclass(frozen=True)
-class DistConfig:
-    """Multi-host runs through ``jax.distributed`` (one process per host, each
-    driving its local devices). ``auto=true`` lets JAX detect SLURM / Open MPI /
-    TPU / Kubernetes clusters from their environment variables."""
-
-    coordinator: str = ""  # HOST:PORT of process 0; empty and auto=false: single process
-    num_processes: int = 1
-    process_id: int = 0
-    auto: bool = False
-    heartbeat_s: int = 30  # a process silent this long counts as dead: the others stop with an error
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """``python -m jaxrl.sweep``: grid (default) or random search."""
-
-    samples: int = 0  # >0: random search with this many configurations
-    seed: int = 0  # PRNG seed of the random search
-
-
-# ---------------------------------------------------------------------------
-# The run config
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Config:
-    """One training run: env × algorithm × seeds."""
-
-    env: EnvConfig = field(default_factory=EnvConfig)
-    algo: Any = field(default_factory=PPOConfig)
-    seeds: Any = 16  # a count N (seed ids seed..seed+N-1) or an explicit list of ids
-    seed: int = 0  # first seed id when `seeds` is a count
-    num_envs: int = 4  # parallel envs per seed
-    total_timesteps: int = 500_000  # env steps per seed (rounded up to whole chunks)
-    num_evals: int = 20  # evaluation / logging / checkpoint points
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    pbt: PBTConfig = field(default_factory=PBTConfig)
-    sweep: SweepConfig = field(default_factory=SweepConfig)
-    dist: DistConfig = field(default_factory=DistConfig)
-    run_dir: str | None = None  # default: <runs_root>/<env>-<algo>-<timestamp>
-    runs_root: str = "runs"
-    resume: str | None = None  # a run directory to continue
-    checkpoint: bool = True
-    keep: int = 2  # checkpoints kept on disk
-    progress: Any = True  # true: live line fed every update from inside the program | chunk: once per chunk (cacheable program) | false
-    plots: bool = True
-    on_nan: str = "stop"  # stop: end the run at a non-finite update | drop: mark that seed failed, go on
-    logger: str = "jsonl"  # jsonl | tensorboard | wandb | tensorboard+wandb (JSON lines are always written)
-    wandb_project: str = "jaxrl"
-    deterministic: bool = False  # ask XLA for deterministic GPU kernels (CPU is deterministic anyway)
-    compile_cache: str = (
-        "auto"  # persistent XLA cache: auto ($JAXRL_COMPILE_CACHE or the user cache dir) | off | a directory
-    )
-    profile: bool = False  # time rollout / advantages / learner per update and write a jax.profiler trace
-    perf: str = "auto"  # jaxrl's XLA:CPU kernels: auto (on for the CPU backend only) | on | off (plain flax/optax/JAX)
-    parallel: str = "seeds"  # seeds: members (seeds × configurations) sharded over devices | data: one run's envs split over devices
-    devices: int = 0  # devices to use (0: all; in multi-process runs, all of every process)
-
-    @property
-    def rollout_size(self) -> int:
-        """Env steps per update and seed: ``num_envs × algo.num_steps``."""
-        return self.num_envs * self.algo.num_steps
-
-
-# Members (seeds × configurations, or a PBT population) one program may hold.
-MAX_MEMBERS = 2**20
-
-
-def seed_ids(config: Config) -> tuple[int, ...]:
-    """The seed ids a config runs, e.g. ``seeds=4 seed=10`` → (10, 11, 12, 13)."""
-    if isinstance(config.seeds, (list, tuple)):
-        return tuple(int(s) for s in config.seeds)
-    return tuple(range(config.seed, config.seed + int(config.seeds)))
 
 
 # ---------------------------------------------------------------------------
@@ -314,7 +62,6 @@ class _Presets(Mapping):
     presets (each algorithm declares its own: :attr:`jaxrl.algos.Algorithm.presets`)."""
 
     def _items(self) -> dict[tuple[str, str], Mapping[str, Any]]:
-        from jaxrl.algos import get, names
 
         return {(env, name): p for name in names() for env, p in get(name).presets.items()}
 
@@ -407,8 +154,6 @@ def normalize_overrides(items: list[str]) -> list[str]:
 
 def _split_override(item: str) -> tuple[str, str]:
     if "=" not in item:
-        from jaxrl.envs import canonical_name
-
         fix = f"write env={item}" if canonical_name(item) else f"write e.g. {item}=VALUE"
         raise ConfigError(item, "(no value)", "overrides are key=value", fix)
     key, _, value = item.partition("=")
@@ -561,12 +306,8 @@ def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
     env = values.get("env", values.get("env.name", EnvConfig.name))
     preset: dict[str, Any] = {}
     if algo in ALGOS:
-        from jaxrl.envs import canonical_name
-
         canonical = canonical_name(env)
         if canonical is not None:
-            from jaxrl.algos import get
-
             preset = dict(get(algo).presets.get(canonical, {}))
     preset_overrides = [f"{k}={_to_override_value(v)}" for k, v in preset.items()]
     try:
@@ -631,84 +372,9 @@ def from_dict(data: dict[str, Any]) -> Config:
 # Semantic validation (before anything compiles)
 # ---------------------------------------------------------------------------
 
-_ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
-
-
-def require_positive_int(name: str, value: Any, example: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(name, value, "must be a positive integer", f"pass e.g. {name}={example}")
-
-
-def require_unit_interval(name: str, value: float, default: float) -> None:
-    if not (0.0 <= float(value) <= 1.0):
-        raise ConfigError(name, value, "must lie in [0, 1]", f"pass e.g. {name}={default}")
-
-
-def check_mlp(algo: Any, example: str = "[64,64]") -> None:
-    """``algo.hidden_sizes`` (positive ints, at least one) and ``algo.activation``."""
-    if not algo.hidden_sizes or any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in algo.hidden_sizes):
-        raise ConfigError(
-            "algo.hidden_sizes",
-            list(algo.hidden_sizes),
-            "must be a non-empty list of positive integers",
-            f"pass algo.hidden_sizes={example}",
-        )
-    if algo.activation not in _ACTIVATIONS:
-        raise ConfigError(
-            "algo.activation",
-            algo.activation,
-            f"must be one of {', '.join(_ACTIVATIONS)}",
-            f"pass algo.activation={type(algo).activation}",
-        )
-
-
-def check_positive(algo: Any, *names: str) -> None:
-    """Each ``algo.<name>`` > 0 (the fix quotes the config class's default)."""
-    for name in names:
-        if not float(getattr(algo, name)) > 0:
-            raise ConfigError(
-                f"algo.{name}", getattr(algo, name), "must be > 0", f"pass e.g. algo.{name}={getattr(type(algo), name)}"
-            )
-
-
-def check_non_negative(algo: Any, *names: str) -> None:
-    """Each ``algo.<name>`` ≥ 0 (the fix quotes the config class's default)."""
-    for name in names:
-        require_non_negative(f"algo.{name}", getattr(algo, name), getattr(type(algo), name))
-
-
-def check_rollout(config: Config, example_steps: int) -> int:
-    """``algo.num_steps`` > 0, a budget of at least one rollout, an update count
-    that fits the program's int32; returns the rollout size ``num_envs × num_steps``."""
-    algo = config.algo
-    require_positive_int("algo.num_steps", algo.num_steps, example_steps)
-    batch = config.num_envs * algo.num_steps
-    if config.total_timesteps < batch:
-        raise ConfigError(
-            "total_timesteps",
-            config.total_timesteps,
-            f"is below one rollout (num_envs × algo.num_steps = {batch})",
-            f"pass total_timesteps≥{batch} or fewer num_envs/algo.num_steps",
-        )
-    require_update_count(config, batch)
-    return batch
-
-
-def require_one_of(name: str, value: Any, choices: tuple[str, ...], default: str) -> None:
-    """``value`` is one of ``choices`` ("must be a, b or c"; the fix passes ``default``)."""
-    if value not in choices:
-        listed = ", ".join(choices[:-1]) + " or " + choices[-1]
-        raise ConfigError(name, value, f"must be {listed}", f"pass {name}={default}")
-
-
-def require_non_negative(name: str, value: float, default: float) -> None:
-    if not float(value) >= 0.0:
-        raise ConfigError(name, value, "must be ≥ 0", f"pass e.g. {name}={default}")
-
 
 def validate(config: Config) -> Config:
     """Check sizes, ranges and choices; return the config or raise ConfigError."""
-    from jaxrl import envs
 
     if envs.canonical_name(config.env.name) is None:
         close = envs.suggest(config.env.name)
@@ -781,8 +447,6 @@ def validate(config: Config) -> Config:
     if config.sweep.samples < 0:
         raise ConfigError("sweep.samples", config.sweep.samples, "must be ≥ 0 (0 = grid)", "pass sweep.samples=64")
 
-    from jaxrl.algos import get
-
     algorithm = get(config.algo.name)
     _validate_actions(config, algorithm)
     algorithm.validate(config)
@@ -808,7 +472,6 @@ def validate(config: Config) -> Config:
 def _validate_actions(config: Config, algorithm: Any) -> None:
     """The env's action kind must be one the algorithm handles (gymnax envs
     are known by name before they are built; brax envs are continuous)."""
-    from jaxrl import envs
 
     env = envs.canonical_name(config.env.name)
     kind = "discrete" if env in envs.DISCRETE_GYMNAX else "continuous" if env is not None else None
@@ -857,18 +520,6 @@ def _finite_floats(config: Config) -> None:
                 )
 
 
-def require_update_count(config: Config, steps_per_update: int, warmup: int = 0) -> None:
-    """The update counter is an int32 inside the program."""
-    updates = max(0, config.total_timesteps - warmup) // steps_per_update
-    if updates >= 2**31 - 1:
-        raise ConfigError(
-            "total_timesteps",
-            config.total_timesteps,
-            f"gives {updates:,} updates of {steps_per_update:,} env steps; the program counts at most {2**31 - 2:,}",
-            f"pass total_timesteps≤{(2**31 - 2) * steps_per_update + warmup:.3g} or more envs per update",
-        )
-
-
 def _validate_logger(logger: str) -> None:
     import importlib.util
 
@@ -888,8 +539,6 @@ def _validate_parallel(config: Config) -> None:
     if isinstance(config.devices, bool) or not isinstance(config.devices, int) or config.devices < 0:
         raise ConfigError("devices", config.devices, "must be an integer ≥ 0 (0: all devices)", "pass devices=0")
     if config.parallel == "data":
-        from jaxrl.algos import get
-
         if not get(config.algo.name).data_parallel:
             raise ConfigError(
                 "parallel",
@@ -943,8 +592,3 @@ def _validate_pbt(pbt: PBTConfig) -> None:
         )
     if pbt.init_spread < 1.0:
         raise ConfigError("pbt.init_spread", pbt.init_spread, "must be ≥ 1", "pass pbt.init_spread=2")
-
-
-def divisor_near(n: int, target: int) -> int:
-    divisors = [d for d in range(1, n + 1) if n % d == 0]
-    return min(divisors, key=lambda d: (abs(d - target), d))

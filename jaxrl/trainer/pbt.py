@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl.config import PBTConfig
+from jaxrl.core.config import PBTConfig
 
 __all__ = ["PBTStep", "init_hparams", "exploit_explore"]
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from jaxrl.config import Config, ConfigError
+from jaxrl.core.config import Config
+from jaxrl.core.errors import ConfigError
+from jaxrl.run.parallel import carry_shardings
 
 __all__ = ["device_bytes", "state_bytes", "program_bytes", "sizes_fix", "check"]
 
@@ -67,8 +69,6 @@ def state_bytes(abstract: Any, layout: Any, env_fields: tuple[str, ...] = ()) ->
     total = 0
     shardings = None
     if layout is not None:
-        from jaxrl.parallel import carry_shardings
-
         shardings = jax.tree.leaves(carry_shardings(layout, abstract, env_fields))
     for i, leaf in enumerate(jax.tree.leaves(abstract)):
         size = int(leaf.size) * leaf.dtype.itemsize

@@ -14,27 +14,21 @@ Pure pieces, importable on their own:
   :func:`jaxrl.make_train`.
 
 Float hyperparameters live in :class:`HParams` (a pytree, vmappable);
-shapes and flags come from the static :class:`jaxrl.config.PPOConfig`.
+shapes and flags come from the static :class:`jaxrl.algos.ppo.PPOConfig`.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import normalize, optim
 from jaxrl import perf as perf_lib
-from jaxrl.advantages import gae
-from jaxrl.algos.base import Agent, Algorithm, own_metrics
-from jaxrl.config import (
-    PBT_BOUNDS,
-    Config,
-    ConfigError,
-    PPOConfig,
+from jaxrl.core.checks import (
     check_mlp,
     check_rollout,
     divisor_near,
@@ -43,10 +37,15 @@ from jaxrl.config import (
     require_positive_int,
     require_unit_interval,
 )
-from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
+from jaxrl.core.config import PBT_BOUNDS, Config
+from jaxrl.core.contract import Agent, Algorithm, own_metrics
+from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Discrete, Env
-from jaxrl.networks import ActorCritic, check_network, make_torso
-from jaxrl.networks import init as init_network
+from jaxrl.nets.networks import ActorCritic, check_network, make_torso
+from jaxrl.nets.networks import init as init_network
+from jaxrl.rl import normalize, optim
+from jaxrl.rl.advantages import gae
+from jaxrl.rl.distributions import Categorical, DiagGaussian, TanhGaussian
 
 __all__ = [
     "HParams",
@@ -73,6 +72,56 @@ __all__ = [
 ]
 
 ADAM_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Proximal Policy Optimization (Schulman et al., 2017, arXiv:1707.06347)."""
+
+    name: str = "ppo"
+    # --- static: shapes, counts, flags -----------------------------------
+    num_steps: int = 128  # rollout length T per env per update
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"  # tanh | relu | elu | gelu | silu
+    shared_torso: bool = False  # one torso for actor and critic
+    lr_schedule: str = "linear"  # constant | linear (anneal to 0) | adaptive (KL)
+    clip_value: bool = True  # PPO2-style clipped value loss
+    normalize_advantages: bool = True  # per minibatch
+    normalize_obs: bool = False  # running mean/std, per seed
+    normalize_reward: bool = False  # divide rewards by the running std of the discounted return
+    normalize_value: bool = False  # critic learns normalized value targets (rl_games normalize_value)
+    squash: str = "tanh"  # continuous actions: tanh (tanh-Gaussian, ratios on the pre-tanh sample) | clip
+    log_std_init: float = 0.0  # continuous actions: initial state-independent log std
+    gae_method: str = "auto"  # auto | associative | scan
+    # --- traced: float hyperparameters (vmappable) -----------------------
+    lr: float = 2.5e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    target_kl: float = 0.01  # only for lr_schedule=adaptive
+    min_lr: float = 1e-6  # bounds for lr_schedule=adaptive
+    max_lr: float = 1e-2
+    reward_scale: float = 1.0  # rewards × this before GAE (brax's reward_scaling)
+
+    TRACED: ClassVar[tuple[str, ...]] = (
+        "lr",
+        "gamma",
+        "gae_lambda",
+        "clip_eps",
+        "vf_coef",
+        "ent_coef",
+        "max_grad_norm",
+        "target_kl",
+        "min_lr",
+        "max_lr",
+        "reward_scale",
+    )
 
 
 @struct.dataclass
@@ -155,7 +204,7 @@ class PPOState:
     """Everything one seed carries between updates."""
 
     params: Any  # flax params pytree
-    opt_state: Any  # the optimizer's optax state (default: Adam moments over the raveled params, jaxrl.optim)
+    opt_state: Any  # the optimizer's optax state (default: Adam moments over the raveled params, jaxrl.rl.optim)
     lr: jax.Array  # float32 [] current lr (moves under lr_schedule=adaptive)
     obs_stats: normalize.RunningStats  # observation normalizer (identity if disabled)
     return_stats: normalize.RunningStats  # [] running stats of the discounted return (normalize_reward)
@@ -331,7 +380,7 @@ def ppo_loss(
 
 
 def init_optimizer(params: Any, optimizer: optim.Optimizer | None = None) -> Any:
-    """State of ``optimizer`` (default: Adam over the raveled parameters, :mod:`jaxrl.optim`)."""
+    """State of ``optimizer`` (default: Adam over the raveled parameters, :mod:`jaxrl.rl.optim`)."""
     return optim.init(params, ADAM_EPS, optimizer)
 
 
@@ -356,7 +405,7 @@ def sgd_step(
     optimizer: optim.Optimizer | None = None,
 ) -> StepResult:
     """One minibatch step: ∇L, then ``optimizer`` (default: global-norm clip,
-    Adam, ``params −= lr · update``; :mod:`jaxrl.optim`).
+    Adam, ``params −= lr · update``; :mod:`jaxrl.rl.optim`).
 
     ``advantages_normalized``: ``batch.advantage`` is already normalized per
     minibatch (what :func:`learn` does for all minibatches at once), so the
@@ -489,7 +538,7 @@ def rollout(
     outputs (same parameters and normalizer as while acting, so they are the
     values at collection time): the sequential loop does only the policy
     forward, the sampling and the env step, with its carry and outputs packed
-    per dtype (:func:`jaxrl.packing.scan`, under ``network.perf``).
+    per dtype (:func:`jaxrl.perf.packing.scan`, under ``network.perf``).
 
     ``final_obs_t`` is ``s_{t+1}`` unless step ``t`` ended an episode, so
     when the env's truncation is a time limit of ``P`` steps
@@ -715,7 +764,7 @@ def make_agent(
     """PPO for ``num_envs`` parallel copies of ``env`` and a known update budget
     (``num_updates`` sets the linear learning-rate annealing). ``network``: a
     flax torso ``[..., *obs] → [..., features]`` instead of ``algo.network``'s;
-    ``optimizer``: see :mod:`jaxrl.optim`; ``perf``: :mod:`jaxrl.perf`'s switch, resolved."""
+    ``optimizer``: see :mod:`jaxrl.rl.optim`; ``perf``: :mod:`jaxrl.perf`'s switch, resolved."""
     network = make_network(algo, env, network, perf)
     optimizer = optim.make(optimizer, ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params

@@ -20,7 +20,8 @@ observation unless the transition truly terminated,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -28,23 +29,21 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl import buffers, normalize, optim
 from jaxrl import perf as perf_lib
-from jaxrl.algos.base import Agent, Algorithm, own_metrics
-from jaxrl.config import (
-    PBT_BOUNDS,
-    Config,
-    ConfigError,
-    SACConfig,
+from jaxrl.core.checks import (
     check_mlp,
     check_positive,
     require_positive_int,
     require_unit_interval,
     require_update_count,
 )
-from jaxrl.distributions import TanhGaussian
+from jaxrl.core.config import PBT_BOUNDS, Config
+from jaxrl.core.contract import Agent, Algorithm, own_metrics
+from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Box, Env
-from jaxrl.networks import MLP, check_network, dense, init_many, make_torso, with_perf
+from jaxrl.nets.networks import MLP, check_network, dense, init_many, make_torso, with_perf
+from jaxrl.rl import buffers, normalize, optim
+from jaxrl.rl.distributions import TanhGaussian
 
 __all__ = [
     "HParams",
@@ -58,6 +57,46 @@ __all__ = [
     "gradient_step",
     "make_agent",
 ]
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    """Soft Actor-Critic (Haarnoja et al., 2018, arXiv:1812.05905): twin
+    critics, Polyak-averaged targets, automatic entropy temperature."""
+
+    name: str = "sac"
+    # --- static -------------------------------------------------------------
+    num_steps: int = 1  # env steps per env per update
+    utd: float = 1.0  # gradient steps per env step (all envs of a seed)
+    batch_size: int = 256  # transitions per gradient step
+    buffer_size: int = 100_000  # replay capacity per seed
+    learning_starts: int = 1000  # random-action env steps per seed before learning
+    network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+    normalize_obs: bool = False
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+    # --- traced -------------------------------------------------------------
+    lr: float = 3e-4  # actor and critic
+    alpha_lr: float = 3e-4  # temperature
+    gamma: float = 0.99
+    tau: float = 0.005  # Polyak rate of the target critics
+    init_alpha: float = 1.0
+    target_entropy_scale: float = 1.0  # target entropy = −scale · |A|
+    reward_scale: float = 1.0
+    max_grad_norm: float = 1e10  # effectively off
+
+    TRACED: ClassVar[tuple[str, ...]] = (
+        "lr",
+        "alpha_lr",
+        "gamma",
+        "tau",
+        "init_alpha",
+        "target_entropy_scale",
+        "reward_scale",
+        "max_grad_norm",
+    )
 
 
 @struct.dataclass
@@ -259,7 +298,7 @@ def gradient_step(
 ) -> tuple[SACState, StepMetrics]:
     """Critics, then actor and temperature, then the target critics (``τ``).
     The actor and the critics take a step of ``optimizer`` (default: clip +
-    Adam, :mod:`jaxrl.optim`); the temperature always takes Adam's.
+    Adam, :mod:`jaxrl.rl.optim`); the temperature always takes Adam's.
 
     The two policy samples (the critic target's ``a'`` and the actor loss's
     ``ã``) come from ``key``, or from their standard-normal ``noise``
@@ -337,7 +376,7 @@ def make_agent(
     """SAC for ``num_envs`` copies of a continuous-action ``env``. ``network``: a
     flax torso used by the actor (on the observation) and each critic (on
     ``[obs, action]``), instead of ``algo.network``'s; ``optimizer``: the
-    actor's and critics' (:mod:`jaxrl.optim`); ``perf``: :mod:`jaxrl.perf`'s switch, resolved."""
+    actor's and critics' (:mod:`jaxrl.rl.optim`); ``perf``: :mod:`jaxrl.perf`'s switch, resolved."""
     space = env.action_space
     if not isinstance(space, Box):
         raise TypeError(f"SAC needs continuous actions; {env.name} has {space}")

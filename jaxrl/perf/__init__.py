@@ -1,16 +1,19 @@
 """Backend-specific speed code behind one switch: ``perf=auto|on|off``.
 
 jaxrl's XLA:CPU kernels — the Dense layers' custom matrix-product gradient and
-small-product ``vmap`` rule (:func:`jaxrl.networks.dense_dot_general`), the
-one-draw orthogonal initialization (:func:`jaxrl.networks.init_params`), the
-sort-free minibatch shuffle (:func:`jaxrl.shuffle.permutation`), the
-dtype-packed rollout scans (:func:`jaxrl.packing.scan`) and LLVM ``-O1``
-(:func:`jaxrl._platform.compiler_options`) — were each measured faster on
+small-product ``vmap`` rule (:func:`jaxrl.perf.dense.dense_dot_general`), the
+one-draw orthogonal initialization (:func:`jaxrl.perf.dense.init_params`), the
+sort-free minibatch shuffle (:func:`jaxrl.perf.shuffle.permutation`), the
+dtype-packed rollout scans (:func:`jaxrl.perf.packing.scan`) and LLVM ``-O1``
+(:func:`jaxrl.perf.platform.compiler_options`) — were each measured faster on
 XLA:CPU only. ``perf=on`` selects them, ``perf=off`` the plain path: plain
 ``flax.linen.Dense`` (so ``jax.jvp`` and ``jax.jacfwd`` work through the
 networks), ``module.init`` for the parameters, ``jax.random.permutation``,
 ``jax.lax.scan`` and XLA's own compile options. ``auto`` (the default) is on
 for the CPU backend and off elsewhere, until the kernels are measured there.
+They all live in this package (with the process settings of
+:mod:`jaxrl.perf.platform`); the rest of jaxrl reaches them only through the
+functions below and the networks' ``perf`` field.
 
 Both paths compute the same functions: the networks, the optimizer and the
 scans agree to float tolerance, and only the draws differ (the initial
@@ -25,8 +28,8 @@ from typing import Any
 
 import jax
 
-from jaxrl import packing, shuffle
-from jaxrl._platform import compiler_options
+from jaxrl.perf import packing, shuffle
+from jaxrl.perf.platform import compiler_options
 
 __all__ = ["MODES", "resolve", "of", "scan", "permutation", "compile_options"]
 
@@ -49,13 +52,13 @@ def of(config: Any) -> bool:
 
 
 def scan(on: bool) -> Callable[..., tuple[Any, Any]]:
-    """``jax.lax.scan``'s signature: :func:`jaxrl.packing.scan` when ``on``."""
+    """``jax.lax.scan``'s signature: :func:`jaxrl.perf.packing.scan` when ``on``."""
     return packing.scan if on else jax.lax.scan
 
 
 def permutation(on: bool, key: jax.Array, n: int) -> jax.Array:
     """A uniformly random permutation of ``range(n)`` ``[n]`` int32:
-    :func:`jaxrl.shuffle.permutation` when ``on``, else ``jax.random.permutation``."""
+    :func:`jaxrl.perf.shuffle.permutation` when ``on``, else ``jax.random.permutation``."""
     if on:
         return shuffle.permutation(key, n)
     return jax.random.permutation(key, n).astype("int32")
@@ -63,5 +66,5 @@ def permutation(on: bool, key: jax.Array, n: int) -> jax.Array:
 
 def compile_options(on: bool) -> dict[str, Any] | None:
     """Compile options for jaxrl's programs: LLVM ``-O1`` on XLA:CPU when ``on``
-    (:func:`jaxrl._platform.compiler_options`), XLA's own otherwise."""
+    (:func:`jaxrl.perf.platform.compiler_options`), XLA's own otherwise."""
     return compiler_options() if on else None

@@ -27,12 +27,13 @@ import jax.numpy as jnp
 from flax import struct
 
 if TYPE_CHECKING:
-    from jaxrl.evaluate import EvalMetrics
+    from jaxrl.trainer.evaluate import EvalMetrics
 
 from jaxrl import envs as envs_lib
 from jaxrl import perf as perf_lib
 from jaxrl.algos import get as get_algorithm
-from jaxrl.config import Config, seed_ids
+from jaxrl.core.config import Config, seed_ids
+from jaxrl.trainer.evaluate import make_evaluate  # (lazy: keeps `python -m jaxrl.evaluate` clean)
 
 __all__ = [
     "TrainState",
@@ -133,17 +134,17 @@ def make_train(
     """Build the pure training functions for ``config``.
 
     Args:
-      config: a :class:`jaxrl.config.Config` (see :func:`jaxrl.config.parse`).
+      config: a :class:`jaxrl.core.config.Config` (see :func:`jaxrl.run.config.parse`).
       env: ``None`` (make ``config.env.name``), a :class:`jaxrl.envs.Env`,
         or a user's gymnax ``Environment`` instance.
       env_params: backend env parameters (default: the env's own defaults).
       network: a flax module ``[..., *obs_shape] → [..., features]`` used as the
         torso under the algorithm's heads (default: the registered
         ``config.algo.network``; register yours with
-        :func:`jaxrl.networks.register_torso` to use it from the CLI too).
+        :func:`jaxrl.nets.register_torso` to use it from the CLI too).
       optimizer: an ``optax.GradientTransformation`` or a function of the
         (traced) learning rate returning one, e.g. ``optax.adamw`` (default:
-        clip + Adam over the raveled parameters; see :mod:`jaxrl.optim`).
+        clip + Adam over the raveled parameters; see :mod:`jaxrl.rl.optim`).
 
     Returns:
       a :class:`Trainer`. Its functions are pure and unbatched (one seed); the
@@ -191,8 +192,6 @@ def make_train(
         )
         failed_at = jnp.where(jnp.logical_and(healthy, ~metrics.finite), state.update + 1, state.failed_at)
         return state.replace(agent=agent_state, update=state.update + 1, failed_at=failed_at), metrics
-
-    from jaxrl.evaluate import make_evaluate  # (lazy: keeps `python -m jaxrl.evaluate` clean)
 
     run_eval = make_evaluate(env, agent.act, config.eval.episodes, eval_steps, env_params)
 

@@ -1,0 +1,205 @@
+"""flax.linen networks: torsos from a registry, with policy and value heads.
+
+A *torso* maps an observation ``[..., *obs_shape]`` to features
+``[..., features]``; algorithms put their heads on it. Torsos are chosen by name
+(``algo.network=mlp``; :func:`register_torso` adds one from outside the
+package) or passed as a flax module to ``jaxrl.make_train(config, network=…)``.
+
+Orthogonal initialization as in the PPO implementation-details literature
+(Huang et al., 2022, "The 37 Implementation Details of PPO"): hidden layers
+gain √2, policy head 0.01, value head 1.0, zero biases; :func:`init_params`
+makes all of a network's orthogonal kernels from one random draw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.core.errors import ConfigError
+from jaxrl.perf.dense import dense_dot_general, init_many, init_params, orthogonal
+
+__all__ = [
+    "MLP",
+    "ActorCritic",
+    "ACTIVATIONS",
+    "TorsoFactory",
+    "dense_dot_general",
+    "orthogonal",
+    "init_params",
+    "init_many",
+    "dense",
+    "register_torso",
+    "torso_names",
+    "make_torso",
+    "check_network",
+    "with_perf",
+    "init",
+]
+
+ACTIVATIONS = {
+    "tanh": nn.tanh,
+    "relu": nn.relu,
+    "elu": nn.elu,
+    "gelu": nn.gelu,
+    "silu": nn.silu,
+}
+
+
+def dense(features: int, scale: float, name: str | None = None, perf: bool = True) -> nn.Dense:
+    """``nn.Dense`` ``[..., in] → [..., features]``: orthogonal kernel of gain
+    ``scale`` (:func:`orthogonal`), zero bias; the :func:`dense_dot_general`
+    product with ``perf`` (jaxrl.perf), ``lax.dot_general``'s without."""
+    return nn.Dense(
+        features,
+        kernel_init=orthogonal(scale),
+        bias_init=nn.initializers.zeros,
+        name=name,
+        dot_general=dense_dot_general if perf else None,
+    )
+
+
+class MLP(nn.Module):
+    """``[..., *obs] → [..., hidden_sizes[-1]]``, activation after every layer;
+    the last ``obs_ndim`` axes are flattened first (an image becomes a vector).
+    ``perf``: the layers' XLA:CPU product (:func:`dense`)."""
+
+    hidden_sizes: Sequence[int]
+    activation: str = "tanh"
+    obs_ndim: int = 1
+    perf: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = ACTIVATIONS[self.activation]
+        if self.obs_ndim > 1:
+            x = x.reshape(x.shape[: x.ndim - self.obs_ndim] + (-1,))
+        for width in self.hidden_sizes:
+            x = act(dense(width, np.sqrt(2.0), perf=self.perf)(x))
+        return x
+
+
+class ActorCritic(nn.Module):
+    """Policy and value from one observation.
+
+    ``__call__(obs [..., *obs_shape]) -> (policy_out, value [...])`` where
+    ``policy_out`` is logits ``[..., n]`` (discrete) or the Gaussian mean
+    ``[..., d]`` (continuous; the state-independent ``log_std`` parameter is
+    read with :meth:`log_std`). ``torso`` (default: an :class:`MLP` of
+    ``hidden_sizes``) is copied for the actor and, unless ``shared_torso``, the
+    critic; each copy has its own parameters. ``perf`` (jaxrl.perf) selects the
+    XLA:CPU product in the heads and in every torso that has a ``perf`` field;
+    the rollout and learner read it too.
+    """
+
+    action_dim: int
+    discrete: bool
+    obs_ndim: int = 1
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    shared_torso: bool = False
+    squash: str = "clip"  # continuous actions: "tanh" or "clip" (read by jaxrl.algos.ppo.distribution)
+    log_std_init: float = 0.0
+    torso: nn.Module | None = None  # [..., *obs_shape] → [..., features]
+    perf: bool = True
+
+    def _make_torso(self) -> nn.Module:
+        if self.torso is None:
+            return MLP(self.hidden_sizes, self.activation, self.obs_ndim, self.perf)
+        return with_perf(self.torso, self.perf).clone()
+
+    def setup(self) -> None:
+        self.actor_torso = self._make_torso()
+        if not self.shared_torso:
+            self.critic_torso = self._make_torso()
+        self.policy_head = dense(self.action_dim, 0.01, perf=self.perf)
+        self.value_head = dense(1, 1.0, perf=self.perf)
+        if not self.discrete:
+            self.log_std_param = self.param("log_std", nn.initializers.constant(self.log_std_init), (self.action_dim,))
+
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        hidden = self.actor_torso(obs)
+        policy_out = self.policy_head(hidden)
+        critic_hidden = hidden if self.shared_torso else self.critic_torso(obs)
+        value = self.value_head(critic_hidden)[..., 0]
+        return policy_out, value
+
+    def policy(self, obs: jax.Array) -> jax.Array:
+        """The policy head ``[..., n | d]`` without the critic."""
+        return self.policy_head(self.actor_torso(obs))
+
+    def value(self, obs: jax.Array) -> jax.Array:
+        """``V(obs)`` ``[...]`` without the policy head."""
+        hidden = self.actor_torso(obs) if self.shared_torso else self.critic_torso(obs)
+        return self.value_head(hidden)[..., 0]
+
+    def log_std(self) -> jax.Array:
+        """State-independent log standard deviation ``[d]`` (continuous only)."""
+        return self.log_std_param if not self.discrete else jnp.zeros((0,))
+
+
+def with_perf(module: nn.Module, perf: bool) -> nn.Module:
+    """``module`` with its ``perf`` field set (a module without one, as given)."""
+    if "perf" in {f.name for f in dataclasses.fields(module)}:
+        return module.clone(perf=perf)
+    return module
+
+
+def init(module: nn.Module, key: jax.Array, *example: Any, perf: bool = True) -> Any:
+    """A module's parameters: :func:`init_params` (one draw for every orthogonal
+    kernel) with ``perf``, ``module.init(key, *example)`` itself without."""
+    return init_params(module, key, *example) if perf else module.init(key, *example)
+
+
+# ---------------------------------------------------------------------------
+# The torso registry
+# ---------------------------------------------------------------------------
+
+# (algo_config, obs_shape) -> a torso module [..., *obs_shape] → [..., features]
+TorsoFactory = Callable[[Any, tuple[int, ...]], nn.Module]
+
+
+def _mlp(algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
+    return MLP(tuple(algo.hidden_sizes), algo.activation, len(obs_shape))
+
+
+_TORSOS: dict[str, TorsoFactory] = {"mlp": _mlp}
+
+
+def register_torso(name: str, factory: TorsoFactory, *, replace: bool = False) -> TorsoFactory:
+    """Make ``algo.network=NAME`` build its torso with ``factory(algo_config,
+    obs_shape)`` in this process (CLI, sweeps, resume, evaluate, export).
+    A name already taken needs ``replace=True``. Returns ``factory``."""
+    if not callable(factory):
+        raise TypeError(f"register_torso({name!r}, ...) takes a callable (algo_config, obs_shape) -> flax module")
+    if name in _TORSOS and not replace and _TORSOS[name] is not factory:
+        raise ValueError(f"torso {name!r} is registered already (pass replace=True)")
+    _TORSOS[name] = factory
+    return factory
+
+
+def torso_names() -> list[str]:
+    """Every registered torso name (``mlp`` first)."""
+    return list(_TORSOS)
+
+
+def check_network(algo: Any) -> None:
+    """``algo.network`` names a registered torso (ConfigError otherwise)."""
+    if algo.network not in _TORSOS:
+        raise ConfigError(
+            "algo.network",
+            algo.network,
+            f"must be one of {', '.join(_TORSOS)}",
+            "pass algo.network=mlp, or register yours with jaxrl.nets.register_torso",
+        )
+
+
+def make_torso(name: str, algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
+    """The torso ``algo.network=name`` stands for (KeyError if none)."""
+    return _TORSOS[name](algo, tuple(obs_shape))

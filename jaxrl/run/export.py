@@ -1,0 +1,113 @@
+"""``python -m jaxrl.export RUN_DIR [seed=K] [out=DIR] [deterministic=true|false]``
+
+Writes one trained seed's policy as a serialized ``jax.export`` artifact plus
+its parameters, runnable with jax and numpy alone (no jaxrl import)::
+
+    import jax, numpy as np
+    exported = jax.export.deserialize(open("policy.jaxexport", "rb").read())
+    params = np.load("params.npz")
+    leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
+    action = exported.call(leaves, obs, key_data)   # obs [B, *obs_shape] float32, key_data uint32 [2]
+
+The batch dimension ``B`` is symbolic (any size). ``policy.json`` describes
+the observation and action spaces; ``run_policy.py`` is the snippet above.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+
+from jaxrl.core.errors import make_dir
+from jaxrl.envs import Discrete
+from jaxrl.run.driver import write_json
+from jaxrl.run.policy import open_run
+
+__all__ = ["RUNNER", "export_policy"]
+
+RUNNER = '''"""Run an exported jaxrl policy with jax and numpy only."""
+import json
+import sys
+
+import jax
+import numpy as np
+
+here = sys.argv[1] if len(sys.argv) > 1 else "."
+exported = jax.export.deserialize(open(f"{here}/policy.jaxexport", "rb").read())
+params = np.load(f"{here}/params.npz")
+leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
+spec = json.load(open(f"{here}/policy.json"))
+obs = np.zeros((1, *spec["obs_shape"]), np.float32)  # a batch of one observation
+key_data = np.zeros((2,), np.uint32)  # used only when the policy samples
+print(exported.call(leaves, obs, key_data))
+'''
+
+
+def export_policy(
+    run_dir: str,
+    seed: int | None = None,
+    out: str | None = None,
+    deterministic: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> str:
+    """Export one seed's policy; returns the output directory. ``log`` gets the
+    run's notes (an older checkpoint used; default: :func:`warnings.warn`)."""
+    import jax
+    import numpy as np
+
+    run = open_run(run_dir)
+    for note in run.notes:
+        (log or warnings.warn)(note)
+    member = run.member_index(run.job.seeds[0] if seed is None else int(seed))
+    state = run.agent_state(member)
+    state = state.replace(
+        **{name: None for name in run.trainer.algorithm.own_fields}
+    )  # a policy needs no envs or PRNG stream
+    leaves, treedef = jax.tree.flatten(state)
+    agent = run.trainer.agent
+    choose = agent.act if deterministic else agent.sample
+
+    def policy(leaves: list, obs: jax.Array, key_data: jax.Array) -> jax.Array:
+        return choose(jax.tree.unflatten(treedef, leaves), obs, jax.random.wrap_key_data(key_data))
+
+    (batch,) = jax.export.symbolic_shape("B")
+    args = (
+        [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in leaves],
+        jax.ShapeDtypeStruct((batch, *run.env.obs_shape), np.float32),
+        jax.ShapeDtypeStruct((2,), np.uint32),
+    )
+    try:
+        exported = jax.export.export(jax.jit(policy), platforms=("cpu", "cuda", "tpu"))(*args)
+    except Exception:  # a platform without lowering rules here: export for this one only
+        exported = jax.export.export(jax.jit(policy))(*args)
+    blob = exported.serialize()  # before anything is written
+    out = out or os.path.join(run.run_dir, f"export-seed{run.job.seeds[member]}")
+    make_dir("out", out, "pass out=DIR in a writable directory")
+    with open(os.path.join(out, "policy.jaxexport"), "wb") as f:
+        f.write(blob)
+    np.savez(os.path.join(out, "params.npz"), **{f"p{i:04d}": np.asarray(x) for i, x in enumerate(leaves)})
+    space = run.env.action_space
+    action = (
+        {"kind": "discrete", "n": space.n}
+        if isinstance(space, Discrete)
+        else {"kind": "continuous", "shape": list(space.shape), "low": space.low.tolist(), "high": space.high.tolist()}
+    )
+    write_json(
+        os.path.join(out, "policy.json"),
+        {
+            "env": run.env.name,
+            "algo": run.config.algo.name,
+            "seed": run.job.seeds[member],
+            "deterministic": deterministic,
+            "obs_shape": list(run.env.obs_shape),
+            "action": action,
+            "platforms": list(exported.platforms),
+            "call": "exported.call(leaves, obs[B, *obs_shape] float32, key_data uint32[2]) -> actions[B, ...]",
+            "jax_version": jax.__version__,
+            "checkpoint_chunk": run.meta.get("chunk"),
+        },
+    )
+    with open(os.path.join(out, "run_policy.py"), "w") as f:
+        f.write(RUNNER)
+    return out
