@@ -31,6 +31,7 @@ test: $(DEV)
 lint: $(DEV)
 	$(BIN)/ruff check jaxrl tests experiments
 	$(BIN)/ruff format --check jaxrl tests experiments
+	$(BIN)/lint-imports
 
 train: $(CORE)
 	$(BIN)/python -m jaxrl.train env=cartpole seeds=16

@@ -1,8 +1,11 @@
-"""Environments by name behind one contract (see :mod:`jaxrl.envs.core`).
+"""Environments by name behind one contract (see :mod:`jaxrl.envs.core`), from
+registered backends (:mod:`jaxrl.envs.backends`: gymnax and brax built in,
+:func:`register_backend` adds one; ``docs/contributing/env.md``).
 
->>> env = jaxrl.envs.make("cartpole")        # short name
+>>> env = jaxrl.envs.make("cartpole")          # short name
 >>> env = jaxrl.envs.make("Breakout-MinAtar")  # any gymnax id
->>> env = jaxrl.envs.from_gymnax(MyEnv())    # a user's gymnax Environment
+>>> env = jaxrl.envs.make("brax:ant")          # NAME:ID picks the backend
+>>> env = jaxrl.envs.from_gymnax(MyEnv())      # a user's gymnax Environment
 """
 
 from __future__ import annotations
@@ -11,109 +14,67 @@ import difflib
 from typing import Any
 
 from jaxrl.core.errors import ConfigError
+from jaxrl.envs import brax_env, gymnax_env
+from jaxrl.envs.backends import Backend, backend_names, get_backend, lookup, register_backend
 from jaxrl.envs.core import Box, Discrete, Env, EnvState, EnvStep
-from jaxrl.envs.gymnax_env import GymnaxEnv
 
 __all__ = [
+    "Backend",
     "Box",
     "Discrete",
     "Env",
     "EnvState",
     "EnvStep",
+    "action_kind",
+    "backend_names",
+    "backend_of",
     "canonical_name",
     "from_config",
     "from_gymnax",
     "is_brax",
     "make",
     "names",
+    "register_backend",
     "suggest",
 ]
 
-SHORT_NAMES = {
-    "cartpole": "CartPole-v1",
-    "acrobot": "Acrobot-v1",
-    "mountaincar": "MountainCar-v0",
-    "pendulum": "Pendulum-v1",
-    "mountaincar-continuous": "MountainCarContinuous-v0",
-}
-
-# gymnax envs with discrete actions (checked without building them).
-DISCRETE_GYMNAX = {
-    "CartPole-v1",
-    "Acrobot-v1",
-    "MountainCar-v0",
-    "Asterix-MinAtar",
-    "Breakout-MinAtar",
-    "Freeway-MinAtar",
-    "Seaquest-MinAtar",
-    "SpaceInvaders-MinAtar",
-    "Catch-bsuite",
-    "DeepSea-bsuite",
-    "MemoryChain-bsuite",
-    "UmbrellaChain-bsuite",
-    "DiscountingChain-bsuite",
-    "MNISTBandit-bsuite",
-    "SimpleBandit-bsuite",
-    "FourRooms-misc",
-    "MetaMaze-misc",
-    "BernoulliBandit-misc",
-    "GaussianBandit-misc",
-    "Pong-misc",
-    "FrozenLake-misc",
-}
-
-# gymnax ids that need a download at construction time (no network here).
-_NEEDS_DOWNLOAD = {"MNISTBandit-bsuite"}
-
-
-def _gymnax_ids() -> list[str]:
-    import gymnax
-
-    return [n for n in gymnax.registered_envs if n not in _NEEDS_DOWNLOAD]
-
-
-# brax environments (an optional extra; imported only when one is made)
-BRAX_NAMES = (
-    "ant",
-    "halfcheetah",
-    "hopper",
-    "walker2d",
-    "humanoid",
-    "humanoidstandup",
-    "inverted_pendulum",
-    "inverted_double_pendulum",
-    "reacher",
-    "pusher",
-)
+register_backend(gymnax_env.BACKEND)
+register_backend(brax_env.BACKEND)
 
 
 def names() -> list[str]:
-    """All names :func:`make` accepts: short names, brax names (``brax:<name>``
-    reaches any other brax env), then gymnax ids."""
-    return list(SHORT_NAMES) + list(BRAX_NAMES) + _gymnax_ids()
+    """All names :func:`make` lists, backend by backend (gymnax's short names and
+    ids, brax's names; ``brax:<name>`` reaches any other brax env)."""
+    out: list[str] = []
+    for name in backend_names():
+        out += [n for n in get_backend(name).names() if n not in out]
+    return out
 
 
 def canonical_name(name: str) -> str | None:
-    """Resolve a short name / brax name / gymnax id (case-insensitive) or return None."""
-    if not isinstance(name, str):
-        return None
-    key = name.strip()
-    if key.lower().startswith("brax:") and len(key) > 5:
-        inner = key.split(":", 1)[1].lower()
-        return inner if inner in BRAX_NAMES else f"brax:{inner}"
-    if key.lower() in BRAX_NAMES:
-        return key.lower()
-    if key.lower().startswith("gymnax:"):
-        key = key.split(":", 1)[1]
-    if key.lower() in SHORT_NAMES:
-        return SHORT_NAMES[key.lower()]
-    by_lower = {n.lower(): n for n in _gymnax_ids()}
-    return by_lower.get(key.lower())
+    """Resolve a short name / backend id (case-insensitive; ``NAME:ID`` picks the
+    backend) to its canonical id, or None."""
+    found = lookup(name)
+    return None if found is None else found[1]
+
+
+def backend_of(name: str) -> str | None:
+    """The name of the backend that ``name`` resolves to, or None."""
+    found = lookup(name)
+    return None if found is None else found[0].name
 
 
 def is_brax(name: str) -> bool:
-    canonical = canonical_name(name)
-    return canonical is not None and (canonical in BRAX_NAMES or canonical.startswith("brax:"))
+    return backend_of(name) == "brax"
+
+
+def action_kind(name: str) -> str | None:
+    """``"discrete"`` or ``"continuous"``: what the backend says of the env
+    ``name`` (gymnax builds it and reads its action space), None when unknown."""
+    found = lookup(name)
+    if found is None or found[0].available() is not None:
+        return None
+    return found[0].actions(found[1])
 
 
 def from_config(config: Any) -> Env:
@@ -129,49 +90,28 @@ def suggest(name: str, n: int = 3) -> list[str]:
     return [lower[c] for c in close]
 
 
-def make(name: str, **kwargs: Any) -> Env:
-    """Build an environment by short name or gymnax id.
+def make(name: str, **options: Any) -> Env:
+    """Build an environment by name (see :func:`canonical_name`); ``options``
+    (``backend=``, ``episode_length=``) go to its backend.
 
-    Raises ``ValueError`` with the nearest names when ``name`` is unknown.
+    Raises ``ValueError`` with the nearest names when ``name`` is unknown, and
+    :class:`~jaxrl.core.errors.ConfigError` when its backend cannot build it here.
     """
-    canonical = canonical_name(name)
-    if canonical is None:
+    found = lookup(name)
+    if found is None:
         close = suggest(name)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ValueError(f"unknown environment {name!r}.{hint} See jaxrl.envs.names().")
-    if is_brax(canonical):
-        return _make_brax(canonical, **kwargs)
-    kwargs.pop("backend", None)
-    kwargs.pop("episode_length", None)
-    import gymnax
-
-    env, params = gymnax.make(canonical, **kwargs)
-    return GymnaxEnv(env, params, name=canonical)
-
-
-def _make_brax(canonical: str, backend: str = "positional", episode_length: int = 1000) -> Env:
-    import importlib.util
-
-    if importlib.util.find_spec("brax") is None:
-        raise ConfigError(
-            "env", canonical, "is a brax environment and brax is not installed", "pip install 'jaxrl[brax]'"
-        )
-    from jaxrl.envs.brax_env import BraxEnv, quietly
-
-    with quietly():
-        from brax import envs as brax_envs
-
-    inner = canonical.split(":", 1)[1] if canonical.startswith("brax:") else canonical
-    if inner not in brax_envs._envs:  # brax's registry
-        known = ", ".join(sorted(brax_envs._envs))
-        raise ConfigError("env", canonical, f"is not a brax environment (brax has: {known})", "pick one of those")
-    return BraxEnv(inner, backend=backend, episode_length=episode_length)
+    backend, canonical = found
+    missing = backend.available()
+    if missing is not None:
+        raise ConfigError("env", canonical, *missing)
+    return backend.make(canonical, **options)
 
 
 def from_gymnax(env: Any, params: Any = None) -> Env:
     """Adapt a gymnax ``Environment`` instance (e.g. a user's own subclass)."""
-
-    return GymnaxEnv(env, params)
+    return gymnax_env.GymnaxEnv(env, params)
 
 
 def as_env(env: Any) -> Env:

@@ -11,6 +11,7 @@ termination.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import warnings
 from collections.abc import Iterator
@@ -20,9 +21,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl.core.errors import ConfigError
+from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Box, Env
 
-__all__ = ["BraxEnv", "quietly"]
+__all__ = ["BACKEND", "BRAX_NAMES", "BraxEnv", "quietly"]
+
+# brax environments listed by jaxrl.envs.names() (``brax:<name>`` reaches any other)
+BRAX_NAMES = (
+    "ant",
+    "halfcheetah",
+    "hopper",
+    "walker2d",
+    "humanoid",
+    "humanoidstandup",
+    "inverted_pendulum",
+    "inverted_double_pendulum",
+    "reacher",
+    "pusher",
+)
 
 
 @contextlib.contextmanager
@@ -79,3 +96,44 @@ class BraxEnv(Env):
         fresh = self.env.reset(key)
         state = jax.tree.map(lambda r, s: jnp.where(done, r, s), fresh, nxt)
         return state, state.obs, nxt.reward, terminated, truncated, nxt.obs
+
+
+def _resolve(text: str, explicit: bool) -> str | None:
+    key = text.strip().lower()
+    if key.startswith("brax:"):  # a canonical "brax:<name>" typed again
+        key, explicit = key[5:], True
+    if key in BRAX_NAMES:
+        return key
+    return f"brax:{key}" if explicit and key else None
+
+
+def _available() -> tuple[str, str] | None:
+    if importlib.util.find_spec("brax") is None:
+        return "is a brax environment and brax is not installed", "pip install 'jaxrl[brax]'"
+    return None
+
+
+def _make(canonical: str, backend: str = "positional", episode_length: int = 1000, **options: Any) -> BraxEnv:
+    missing = _available()
+    if missing is not None:
+        raise ConfigError("env", canonical, *missing)
+    with quietly():
+        from brax import envs as brax_envs
+
+    inner = canonical.split(":", 1)[1] if canonical.startswith("brax:") else canonical
+    known = brax_envs._envs  # brax's registry (no public listing)
+    if inner not in known:
+        raise ConfigError(
+            "env", canonical, f"is not a brax environment (brax has: {', '.join(sorted(known))})", "pick one of those"
+        )
+    return BraxEnv(inner, backend=backend, episode_length=episode_length)
+
+
+BACKEND = Backend(
+    name="brax",
+    names=lambda: list(BRAX_NAMES),
+    resolve=_resolve,
+    make=_make,
+    actions=lambda canonical: "continuous",  # every brax env acts with a real vector in [-1, 1]
+    available=_available,
+)

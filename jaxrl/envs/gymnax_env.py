@@ -20,9 +20,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Box, Discrete, Env
 
-__all__ = ["GymnaxEnv"]
+__all__ = ["BACKEND", "GymnaxEnv", "SHORT_NAMES"]
+
+SHORT_NAMES = {
+    "cartpole": "CartPole-v1",
+    "acrobot": "Acrobot-v1",
+    "mountaincar": "MountainCar-v0",
+    "pendulum": "Pendulum-v1",
+    "mountaincar-continuous": "MountainCarContinuous-v0",
+}
+
+# gymnax ids that need a download at construction time (none is listed).
+NEEDS_DOWNLOAD = {"MNISTBandit-bsuite"}
 
 # Returns at which the usual benchmark counts a task as solved (Gym's table).
 SOLVED_RETURNS = {
@@ -122,3 +134,42 @@ class GymnaxEnv(Env):
             lambda r, s: jax.lax.select(done, r, s), (state_reset, obs_reset), (state_step, obs_step)
         )
         return state, obs, reward, terminated, truncated, obs_step
+
+
+def gymnax_ids() -> list[str]:
+    """gymnax's registered ids (those that build offline)."""
+    import gymnax
+
+    return [n for n in gymnax.registered_envs if n not in NEEDS_DOWNLOAD]
+
+
+def _resolve(text: str, explicit: bool) -> str | None:
+    key = text.strip()
+    if key.lower() in SHORT_NAMES:
+        return SHORT_NAMES[key.lower()]
+    return {n.lower(): n for n in gymnax_ids()}.get(key.lower())
+
+
+def _make(canonical: str, **options: Any) -> GymnaxEnv:
+    """A gymnax env by id (``backend`` and ``episode_length`` are brax's: ignored)."""
+    import gymnax
+
+    env, params = gymnax.make(canonical)
+    return GymnaxEnv(env, params, name=canonical)
+
+
+def _actions(canonical: str) -> str | None:
+    """Asks the env: its action space, built without running anything."""
+    import gymnax
+
+    env, params = gymnax.make(canonical)
+    return "discrete" if isinstance(_space(env.action_space(params)), Discrete) else "continuous"
+
+
+BACKEND = Backend(
+    name="gymnax",
+    names=lambda: list(SHORT_NAMES) + gymnax_ids(),
+    resolve=_resolve,
+    make=_make,
+    actions=_actions,
+)

@@ -375,7 +375,6 @@ def from_dict(data: dict[str, Any]) -> Config:
 
 def validate(config: Config) -> Config:
     """Check sizes, ranges and choices; return the config or raise ConfigError."""
-
     if envs.canonical_name(config.env.name) is None:
         close = envs.suggest(config.env.name)
         hint = f"did you mean {' or '.join(close)}?" if close else "list names with jaxrl.envs.names()"
@@ -470,11 +469,10 @@ def validate(config: Config) -> Config:
 
 
 def _validate_actions(config: Config, algorithm: Any) -> None:
-    """The env's action kind must be one the algorithm handles (gymnax envs
-    are known by name before they are built; brax envs are continuous)."""
-
+    """The env's action kind must be one the algorithm handles (its backend
+    says which, :func:`jaxrl.envs.action_kind`)."""
     env = envs.canonical_name(config.env.name)
-    kind = "discrete" if env in envs.DISCRETE_GYMNAX else "continuous" if env is not None else None
+    kind = envs.action_kind(config.env.name)
     if kind is not None and kind not in algorithm.actions:
         other = " or ".join(algorithm.actions)
         examples = "pendulum, mountaincar-continuous, brax envs" if kind == "discrete" else "cartpole, acrobot"

@@ -19,7 +19,7 @@ from jaxrl.core.errors import ConfigError, make_dir
 from jaxrl.run import stats
 from jaxrl.run.driver import write_json
 from jaxrl.run.logs import JsonlWriter
-from jaxrl.run.stats import _iqm_band, _thin, performance_profile
+from jaxrl.run.stats import iqm_band, performance_profile, thin
 
 __all__ = ["Entry", "build", "load", "markdown", "plot", "write"]
 
@@ -237,8 +237,8 @@ def plot(entries: list[Entry], report: dict[str, Any], out_dir: str, max_lines: 
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, e in enumerate(shown):
-        steps, curves = _thin(e.steps, e.curves)
-        mid, lo, hi = _iqm_band(curves)
+        steps, curves = thin(e.steps, e.curves)
+        mid, lo, hi = iqm_band(curves)
         color = plt.cm.tab10(i % 10)
         ax.plot(steps, mid, color=color, linewidth=2, label=e.label)
         ax.fill_between(steps, lo, hi, color=color, alpha=0.2, linewidth=0)

@@ -176,7 +176,7 @@ def robustness_table(
     return "\n".join(lines)
 
 
-def _iqm_band(curves: np.ndarray, n_resamples: int = 500) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def iqm_band(curves: np.ndarray, n_resamples: int = 500) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-point IQM and 95% percentile-bootstrap CI over seeds of ``curves`` ``[S, P]``
     (one vectorized scipy bootstrap for all points)."""
     from scipy import stats as st
@@ -204,7 +204,7 @@ def _iqm_band(curves: np.ndarray, n_resamples: int = 500) -> tuple[np.ndarray, n
     return mid, np.where(constant, mid, lo), np.where(constant, mid, hi)
 
 
-def _thin(steps: np.ndarray, values: np.ndarray, max_points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+def thin(steps: np.ndarray, values: np.ndarray, max_points: int = 200) -> tuple[np.ndarray, np.ndarray]:
     """Keep at most ``max_points`` evenly spaced columns (always the last)."""
     if steps.shape[0] <= max_points:
         return steps, values
@@ -230,10 +230,10 @@ def plot_curves(
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
     for ax, (label, steps, values) in zip(axes[0], panels, strict=True):
-        steps, values = _thin(np.asarray(steps), np.asarray(values, np.float64))
+        steps, values = thin(np.asarray(steps), np.asarray(values, np.float64))
         for row in values:
             ax.plot(steps, row, color="tab:blue", alpha=0.25, linewidth=0.7)
-        mid, lo, hi = _iqm_band(values)
+        mid, lo, hi = iqm_band(values)
         ax.fill_between(steps, lo, hi, color="tab:orange", alpha=0.3, linewidth=0, label="95% CI (bootstrap)")
         ax.plot(steps, mid, color="tab:orange", linewidth=2, label=f"IQM over {values.shape[0]} seeds")
         if solved_return is not None:

@@ -1,0 +1,125 @@
+"""The package layout's rules, checked on the source (no JAX compile):
+
+* import-linter's contracts in pyproject.toml hold (the layers, no cycles
+  between the modules of a package) — and break on a copy with an upward or a
+  cyclic import, so the check can fail;
+* no jaxrl module imports another inside a function (the layers count those
+  too), except the adapters of optional heavy dependencies;
+* no private name crosses a module boundary;
+* ``import jaxrl`` changes no environment variable and no jax setting.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "jaxrl"
+# (importing module, imported module) pairs allowed inside a function: a module
+# whose own top-level imports load an optional, heavy dependency. None today
+# (the brax adapter imports brax inside its functions).
+OPTIONAL: set[tuple[str, str]] = set()
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _sources() -> list[tuple[str, pathlib.Path, ast.Module]]:
+    return [(_module_name(p), p, ast.parse(p.read_text())) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def _lint_imports(cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    exe = pathlib.Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_import_contracts_hold():
+    result = _lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "2 kept, 0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "statement", "broken"),
+    [
+        # an upward import inside a function: core may not know the run layer
+        ("core/errors.py", "def _upward():\n    from jaxrl.run import driver  # noqa\n", "CLI -> run"),
+        # a sideways import between independent layers
+        ("rl/advantages.py", "from jaxrl.envs import core as _envs  # noqa\n", "CLI -> run"),
+        # a cycle inside the run package: checkpoint -> driver -> checkpoint
+        ("run/checkpoint.py", "def _cycle():\n    from jaxrl.run import driver  # noqa\n", "No import cycles"),
+    ],
+)
+def test_the_contracts_break_on_a_bad_import(tmp_path, module, statement, broken):
+    copy = tmp_path / "src"
+    shutil.copytree(PACKAGE, copy / "jaxrl", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    target = copy / "jaxrl" / module
+    target.write_text(target.read_text() + "\n\n" + statement)
+    result = _lint_imports(copy)
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert f"{broken}" in result.stdout and "BROKEN" in result.stdout
+
+
+def test_no_jaxrl_import_inside_a_function():
+    found = []
+    for name, path, tree in _sources():
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("jaxrl")):
+                    if (name, node.module) not in OPTIONAL:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} from {node.module}")
+                elif isinstance(node, ast.Import) and any(a.name.startswith("jaxrl") for a in node.names):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} import")
+    assert not found, "function-local jaxrl imports:\n" + "\n".join(found)
+
+
+def test_no_private_name_crosses_a_module():
+    found = []
+    for _, path, tree in _sources():
+        modules = set()  # local names bound to jaxrl modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jaxrl"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and alias.name != "__version__":
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{alias.name}")
+                    modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname or a.name for a in node.names if a.name.startswith("jaxrl")}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not found, "\n".join(found)
+
+
+def test_importing_jaxrl_leaves_the_process_settings_alone():
+    code = (
+        "import os, jax\n"
+        "env, flags = dict(os.environ), dict(jax.config.values)\n"
+        "import jaxrl, jaxrl.algos.ppo, jaxrl.run.driver, jaxrl.train\n"
+        "changed = sorted(k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k))\n"
+        "changed += sorted(k for k, v in jax.config.values.items() if flags.get(k) != v)\n"
+        "print(changed)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
