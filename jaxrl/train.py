@@ -38,7 +38,7 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   pbt.population=16 pbt.interval=20 pbt.hparams=[lr,ent_coef,clip_eps]
   (sweeps: python -m jaxrl.sweep …; comparisons: python -m jaxrl.report RUN_DIR …)
 
-Per-env presets apply first; your overrides win. Defaults: see jaxrl/config.py.
+Per-env presets apply first; your overrides win. Defaults: see jaxrl/core/config.py and jaxrl/algos/<algo>.py.
 """
 
 
