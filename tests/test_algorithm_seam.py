@@ -148,7 +148,7 @@ ARGS = ["env=cartpole", "algo=linear_pg", "seeds=2", "eval.episodes=4", "progres
 def registered():
     algos.register(LINEAR_PG, replace=True)
     yield
-    algos.base._REGISTRY.pop("linear_pg", None)
+    algos.unregister("linear_pg")
 
 
 def _records(run_dir):
@@ -221,3 +221,11 @@ def test_its_validation_and_declarations_reach_the_cli(capsys):
     assert "'gamma' cannot evolve in linear_pg" in capsys.readouterr().err
     assert train.main([*ARGS, "parallel=data"]) == 2
     assert "which linear_pg does not support" in capsys.readouterr().err
+
+
+def test_unregister_removes_only_what_register_added():
+    with pytest.raises(ValueError, match="built in"):
+        algos.unregister("ppo")
+    with pytest.raises(KeyError):
+        algos.unregister("no_such_algo")
+    assert "ppo" in algos.names()

@@ -68,6 +68,8 @@ BACKEND = Backend(
 def registered():
     envs.register_backend(BACKEND, replace=True)
     yield
+    envs.unregister_backend("corridor")
+    assert envs.canonical_name("corridor-8") is None
 
 
 def test_names_resolution_and_make():

@@ -21,6 +21,7 @@ from jaxrl.core.contract import (
     names,
     own_metrics,
     register,
+    unregister,
 )
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "names",
     "own_metrics",
     "register",
+    "unregister",
 ]

@@ -160,6 +160,16 @@ def register(algorithm: Algorithm, *, replace: bool = False) -> Algorithm:
     return algorithm
 
 
+def unregister(name: str) -> None:
+    """Remove an algorithm :func:`register` added (a built-in one cannot be removed;
+    one that replaced a built-in gives the built-in back)."""
+    if name not in _REGISTRY and name not in _BUILTIN:
+        raise KeyError(name)
+    if name in _BUILTIN and _REGISTRY.get(name, None) in (None, importlib.import_module(_BUILTIN[name]).ALGORITHM):
+        raise ValueError(f"algorithm {name!r} is built in")
+    _REGISTRY.pop(name, None)
+
+
 def get(name: str) -> Algorithm:
     """The algorithm registered as ``name`` (KeyError if none)."""
     if name not in _REGISTRY and name in _BUILTIN:

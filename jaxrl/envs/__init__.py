@@ -15,7 +15,7 @@ from typing import Any
 
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs import brax_env, gymnax_env
-from jaxrl.envs.backends import Backend, backend_names, get_backend, lookup, register_backend
+from jaxrl.envs.backends import Backend, backend_names, get_backend, lookup, register_backend, unregister_backend
 from jaxrl.envs.core import Box, Discrete, Env, EnvState, EnvStep
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "make",
     "names",
     "register_backend",
+    "unregister_backend",
     "suggest",
 ]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from jaxrl.envs.core import Env
 
-__all__ = ["Backend", "backend_names", "get_backend", "lookup", "register_backend"]
+__all__ = ["Backend", "backend_names", "get_backend", "lookup", "register_backend", "unregister_backend"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,11 @@ def register_backend(backend: Backend, *, replace: bool = False) -> Backend:
         raise ValueError(f"env backend {backend.name!r} is registered already (pass replace=True)")
     _BACKENDS[backend.name] = backend
     return backend
+
+
+def unregister_backend(name: str) -> None:
+    """Remove the backend registered as ``name`` (KeyError if none)."""
+    del _BACKENDS[name]
 
 
 def backend_names() -> list[str]:
