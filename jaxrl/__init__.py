@@ -6,7 +6,8 @@ Public surface (stable names):
 * :func:`make_train` — pure ``init`` / ``train_chunk`` / ``train`` functions
   (``network=`` a flax module, ``optimizer=`` an optax transformation);
 * :mod:`jaxrl.algos` — the algorithm contract and registry (``register``, ``get``);
-  :mod:`jaxrl.algos.ppo` — PPO losses and update steps (also ``jaxrl.ppo``);
+  :mod:`jaxrl.algos.ppo` and :mod:`jaxrl.algos.sac` — losses and update steps
+  (also ``jaxrl.ppo`` and ``jaxrl.sac``, the same modules);
 * :mod:`jaxrl.envs` — ``make(name)``, ``names()``, ``register_backend``;
 * :mod:`jaxrl.nets` — the torso registry (``register_torso``);
 * :func:`load_policy` — ``act(obs, key)`` of a trained run;
@@ -22,7 +23,7 @@ flag; the CLI entry points configure the process
 """
 
 from jaxrl import algos, envs, nets
-from jaxrl.algos import ppo
+from jaxrl.algos import ppo, sac
 from jaxrl.algos.ppo import PPOConfig
 from jaxrl.core.config import Config
 from jaxrl.core.errors import ConfigError
@@ -43,5 +44,6 @@ __all__ = [
     "make_train",
     "nets",
     "ppo",
+    "sac",
     "__version__",
 ]

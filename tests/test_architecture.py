@@ -123,3 +123,31 @@ def test_importing_jaxrl_leaves_the_process_settings_alone():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_parsing_and_validating_a_config_starts_no_jax_backend():
+    """The CLI sets the XLA:CPU device split and joins jax.distributed after
+    validating the config: both need a backend that has not started."""
+    code = (
+        "from jax._src import xla_bridge\n"
+        "import jaxrl.train, jaxrl.sweep, jaxrl.evaluate, jaxrl.export, jaxrl.report\n"
+        "from jaxrl.run.config import parse, validate\n"
+        "for argv in (['env=cartpole'], ['env=pendulum', 'algo=sac'], ['env=Breakout-MinAtar'], ['env=ant']):\n"
+        "    validate(parse(argv))\n"
+        "print(sorted(xla_bridge._backends))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_contract_names_jaxrl_ppo_and_jaxrl_sac_are_the_algorithm_modules():
+    import jaxrl
+    import jaxrl.algos.ppo
+    import jaxrl.algos.sac
+    import jaxrl.ppo
+    import jaxrl.sac
+    from jaxrl.ppo import loss_from_outputs
+
+    assert jaxrl.ppo is jaxrl.algos.ppo and jaxrl.sac is jaxrl.algos.sac
+    assert loss_from_outputs is jaxrl.algos.ppo.loss_from_outputs

@@ -14,7 +14,7 @@ import pytest
 from jaxrl import envs
 from jaxrl import evaluate as evaluate_cli
 from jaxrl.core.errors import ConfigError
-from jaxrl.envs import Backend, Discrete, Env
+from jaxrl.envs import Backend, Discrete, Env, gymnax_env
 from jaxrl.run import training
 from jaxrl.run.config import parse, validate
 
@@ -94,6 +94,22 @@ def test_validation_asks_the_backend_for_the_action_kind():
     # gymnax: the env's own action space, not a list of names
     assert envs.action_kind("pendulum") == "continuous" and envs.action_kind("Breakout-MinAtar") == "discrete"
     assert envs.action_kind("brax:ant") == "continuous"
+
+
+def test_the_gymnax_adapter_knows_each_envs_action_kind():
+    """Its answers (known without building an env) against every env's own
+    action space."""
+    backend = envs.get_backend("gymnax")
+    for name in gymnax_env.gymnax_ids():
+        env = envs.make(name)
+        kind = "discrete" if isinstance(env.action_space, Discrete) else "continuous"
+        assert backend.actions(name) == kind, name
+
+
+def test_the_gymnax_ids_read_from_source_are_gymnax_own():
+    import gymnax
+
+    assert list(gymnax_env.builtin_ids()) == list(gymnax.registered_envs)
 
 
 def test_register_rejects_a_taken_name_and_a_non_backend():

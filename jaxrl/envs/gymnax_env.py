@@ -14,6 +14,11 @@ itself keep the plain path.
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
+import os
+import sys
 from typing import Any
 
 import jax
@@ -137,10 +142,42 @@ class GymnaxEnv(Env):
 
 
 def gymnax_ids() -> list[str]:
-    """gymnax's registered ids (those that build offline)."""
-    import gymnax
+    """gymnax's registered ids (those that build offline). Read from gymnax's
+    source until gymnax is imported: importing it runs JAX code, which starts
+    JAX's backend — config validation must not, the CLI sets the device layout
+    and joins jax.distributed after it."""
+    module = sys.modules.get("gymnax")
+    ids = module.registered_envs if module is not None else builtin_ids()
+    if ids is None:
+        import gymnax
 
-    return [n for n in gymnax.registered_envs if n not in NEEDS_DOWNLOAD]
+        ids = gymnax.registered_envs
+    return [n for n in ids if n not in NEEDS_DOWNLOAD]
+
+
+@functools.cache
+def builtin_ids() -> tuple[str, ...] | None:
+    """``gymnax.registration._BUILTIN_ENV_IDS`` (the ids and order of
+    ``gymnax.registered_envs``), parsed, not imported (None when the source
+    does not have that shape)."""
+    spec = importlib.util.find_spec("gymnax")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(next(iter(spec.submodule_search_locations)), "registration.py")
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        )
+        if isinstance(target, ast.Name) and target.id == "_BUILTIN_ENV_IDS" and isinstance(node.value, ast.List):
+            ids = [e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            return tuple(ids) if len(ids) == len(node.value.elts) else None
+    return None
 
 
 def _resolve(text: str, explicit: bool) -> str | None:
@@ -158,12 +195,38 @@ def _make(canonical: str, **options: Any) -> GymnaxEnv:
     return GymnaxEnv(env, params, name=canonical)
 
 
-def _actions(canonical: str) -> str | None:
-    """Asks the env: its action space, built without running anything."""
-    import gymnax
+# The action kind of every gymnax id, as its env's action space says
+# (tests/test_env_backend.py builds each env and compares). Known without
+# building: gymnax builds envs by running JAX, which would start JAX's backend
+# during config validation, before the CLI sets the device layout or joins
+# jax.distributed.
+DISCRETE_IDS = {
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "Asterix-MinAtar",
+    "Breakout-MinAtar",
+    "Freeway-MinAtar",
+    "Seaquest-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Catch-bsuite",
+    "DeepSea-bsuite",
+    "MemoryChain-bsuite",
+    "UmbrellaChain-bsuite",
+    "DiscountingChain-bsuite",
+    "MNISTBandit-bsuite",
+    "SimpleBandit-bsuite",
+    "FourRooms-misc",
+    "MetaMaze-misc",
+    "BernoulliBandit-misc",
+    "GaussianBandit-misc",
+    "Pong-misc",
+    "FrozenLake-misc",
+}
 
-    env, params = gymnax.make(canonical)
-    return "discrete" if isinstance(_space(env.action_space(params)), Discrete) else "continuous"
+
+def _actions(canonical: str) -> str | None:
+    return "discrete" if canonical in DISCRETE_IDS else "continuous"
 
 
 BACKEND = Backend(
