@@ -151,3 +151,21 @@ def test_the_contract_names_jaxrl_ppo_and_jaxrl_sac_are_the_algorithm_modules():
 
     assert jaxrl.ppo is jaxrl.algos.ppo and jaxrl.sac is jaxrl.algos.sac
     assert loss_from_outputs is jaxrl.algos.ppo.loss_from_outputs
+
+
+def test_the_old_config_module_still_works_for_one_release():
+    code = (
+        "import warnings\n"
+        "warnings.simplefilter('error')\n"
+        "try:\n"
+        "    import jaxrl.config\n"
+        "except DeprecationWarning as w:\n"
+        "    print('warned:', 'jaxrl.run.config' in str(w))\n"
+        "warnings.simplefilter('ignore')\n"
+        "from jaxrl.config import Config, ConfigError, PPOConfig, parse, validate, seed_ids, PRESETS\n"
+        "import jaxrl.run.config\n"
+        "print(validate(parse(['env=cartpole'])).env.name, parse is jaxrl.run.config.parse)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["warned:", "True", "cartpole", "True"], out.stdout
