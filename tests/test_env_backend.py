@@ -121,6 +121,24 @@ def test_register_rejects_a_taken_name_and_a_non_backend():
         envs.register_backend(Backend("my suite", BACKEND.names, BACKEND.resolve, BACKEND.make, BACKEND.actions))
 
 
+def test_a_kind_known_only_once_built_is_checked_before_anything_is_written(tmp_path):
+    """A backend that cannot tell the action kind by name (``actions`` → None):
+    the built env is checked before the run directory exists."""
+    envs.register_backend(
+        Backend(
+            "lazycorridor", lambda: [], lambda text, explicit: _resolve(text, explicit), BACKEND.make, lambda c: None
+        )
+    )
+    try:
+        assert envs.action_kind("lazycorridor:Corridor-4") is None
+        config = validate(parse(["env=lazycorridor:Corridor-4", "algo=sac", f"run_dir={tmp_path / 'run'}"]))
+        with pytest.raises(ConfigError, match="needs continuous actions and Corridor-4 has discrete ones"):
+            training.run(config)
+        assert not (tmp_path / "run").exists()
+    finally:
+        envs.unregister_backend("lazycorridor")
+
+
 def test_trains_and_evaluates_by_name(tmp_path, capsys):
     run_dir = tmp_path / "run"
     config = training.resolve(

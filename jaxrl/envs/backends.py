@@ -37,7 +37,7 @@ class Backend:
         ``env.backend`` and ``env.episode_length`` (``backend=``,
         ``episode_length=``), each backend taking the ones it uses.
       actions: ``canonical id -> "discrete" | "continuous" | None`` (None: not
-        known without building it; the trainer's own check catches it then).
+        known without building it: the run checks the built env, before it writes anything).
       available: ``() -> None | (constraint, fix)``: why the backend cannot
         build envs here (an optional dependency missing), or None.
     """

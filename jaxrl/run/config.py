@@ -35,6 +35,7 @@ from jaxrl.envs import canonical_name
 
 __all__ = [
     "ALGOS",
+    "check_env_actions",
     "MAX_MEMBERS",
     "PBT_BOUNDS",
     "PRESETS",
@@ -471,8 +472,18 @@ def validate(config: Config) -> Config:
 def _validate_actions(config: Config, algorithm: Any) -> None:
     """The env's action kind must be one the algorithm handles (its backend
     says which, :func:`jaxrl.envs.action_kind`)."""
-    env = envs.canonical_name(config.env.name)
-    kind = envs.action_kind(config.env.name)
+    _refuse_actions(algorithm, envs.canonical_name(config.env.name), envs.action_kind(config.env.name))
+
+
+def check_env_actions(config: Config, env: envs.Env) -> None:
+    """:func:`validate`'s action check on the built ``env`` — for backends
+    that cannot tell the kind before building (``Backend.actions`` → None).
+    Called before a run writes anything."""
+    kind = "discrete" if isinstance(env.action_space, envs.Discrete) else "continuous"
+    _refuse_actions(get(config.algo.name), envs.canonical_name(config.env.name) or env.name, kind)
+
+
+def _refuse_actions(algorithm: Any, env: str | None, kind: str | None) -> None:
     if kind is not None and kind not in algorithm.actions:
         other = " or ".join(algorithm.actions)
         examples = "pendulum, mountaincar-continuous, brax envs" if kind == "discrete" else "cartpole, acrobot"

@@ -17,7 +17,7 @@ from jaxrl.core.config import MAX_MEMBERS, Config, seed_ids
 from jaxrl.core.contract import hparams_for
 from jaxrl.core.errors import ConfigError, error_line, make_dir
 from jaxrl.run import driver, parallel, report
-from jaxrl.run.config import ALGOS, normalize_overrides, parse, schema, to_dict, validate
+from jaxrl.run.config import ALGOS, check_env_actions, normalize_overrides, parse, schema, to_dict, validate
 from jaxrl.run.driver import Job
 from jaxrl.run.training import new_run_dir, write_config
 
@@ -293,6 +293,7 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
         raise ConfigError(
             "env", first.env.name, f"could not be built ({error_line(error, 120)})", "pick another env"
         ) from None
+    check_env_actions(first, env)
     driver.parse_perturb(first.eval.perturb, env)
     groups = [
         {"dir": f"group-{g}", "configurations": [_label(the_plan.assignments[i]) for i in group]}

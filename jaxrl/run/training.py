@@ -19,7 +19,7 @@ from jaxrl.core.errors import ConfigError, error_line, make_dir
 from jaxrl.envs import canonical_name
 from jaxrl.perf import platform
 from jaxrl.run import driver, parallel, stats
-from jaxrl.run.config import from_dict, parse, to_dict, validate
+from jaxrl.run.config import check_env_actions, from_dict, parse, to_dict, validate
 from jaxrl.run.driver import Job
 from jaxrl.run.logs import JsonlWriter, format_count
 from jaxrl.run.parallel import is_primary
@@ -240,7 +240,8 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper:
                 f"could not be built ({error_line(error, 120)})",
                 "pick another env from jaxrl.envs.names()",
             ) from None
-        driver.parse_perturb(config.eval.perturb, env)  # before anything is written
+        check_env_actions(config, env)  # before anything is written
+        driver.parse_perturb(config.eval.perturb, env)
         job = job_for(config, run_dir, resuming)
         parallel.plan(config, len(job.seeds))  # device layout errors before anything is written
         if not resuming and parallel.is_primary():
