@@ -1,17 +1,6 @@
-"""``python -m jaxrl.export RUN_DIR [seed=K] [out=DIR] [deterministic=true|false]``
-
-Writes one trained seed's policy as a serialized ``jax.export`` artifact plus
-its parameters, runnable with jax and numpy alone (no jaxrl import)::
-
-    import jax, numpy as np
-    exported = jax.export.deserialize(open("policy.jaxexport", "rb").read())
-    params = np.load("params.npz")
-    leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
-    action = exported.call(leaves, obs, key_data)   # obs [B, *obs_shape] float32, key_data uint32 [2]
-
-The batch dimension ``B`` is symbolic (any size). ``policy.json`` describes
-the observation and action spaces; ``run_policy.py`` is the snippet above.
-"""
+"""One trained seed's policy as a ``jax.export`` artifact plus its parameters,
+runnable with jax and numpy alone: :func:`export_policy`, behind
+``python -m jaxrl.export`` (whose help shows how to run the artifact)."""
 
 from __future__ import annotations
 
