@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import perf
+from jaxrl.core.contract import policy_step
 from jaxrl.core.errors import ConfigError
 from jaxrl.perf import platform
 from jaxrl.run import memory, parallel, stats
@@ -113,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     max_steps = options["max_steps"] or config.eval.max_steps or env.max_episode_steps or 1000
     deterministic = options["deterministic"] == "true"
     agent = run.trainer.agent
-    evaluate = make_evaluate(env, agent.act if deterministic else agent.sample, episodes, max_steps)
+    evaluate = make_evaluate(
+        env, agent.act if deterministic else agent.sample, episodes, max_steps, init_carry=agent.init_carry
+    )
     index = np.asarray(members)
     states = jax.tree.map(lambda x: x[index], run.carry.states.agent)
     # the key of the run's last evaluation: with the defaults, the same episodes
@@ -173,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if options["render"] == "true":
         member = members[0]
         obs, rewards = episode_observations(
-            env, agent.act if deterministic else agent.sample, run.agent_state(member), keys[0], max_steps
+            env, policy_step(agent, deterministic), run.agent_state(member), keys[0], max_steps
         )
         path = os.path.join(run.run_dir, f"episode-seed{run.job.seeds[member]}.gif")
         frames = save_gif(path, env.name, obs, rewards)

@@ -42,7 +42,7 @@ class A2CConfig:
     name: str = "a2c"
     # --- static ---------------------------------------------------------------
     num_steps: int = 5  # rollout length T per env per update (n of the n-step return)
-    network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
+    network: str = "auto"  # torso by name: auto (mlp; cnn for image obs) | mlp | cnn | registered
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False

@@ -41,8 +41,9 @@ from jaxrl.core.config import PBT_BOUNDS, Config
 from jaxrl.core.contract import Agent, Algorithm, own_metrics
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Discrete, Env
-from jaxrl.nets.networks import ActorCritic, check_network, make_torso
+from jaxrl.nets.networks import ActorCritic, check_network, is_recurrent, make_torso
 from jaxrl.nets.networks import init as init_network
+from jaxrl.nets.recurrent import RecurrentActorCritic, reset_carry
 from jaxrl.rl import normalize, optim
 from jaxrl.rl.advantages import gae
 from jaxrl.rl.distributions import Categorical, DiagGaussian, TanhGaussian
@@ -59,6 +60,7 @@ __all__ = [
     "PPOState",
     "Transition",
     "Batch",
+    "SequenceBatch",
     "LossMetrics",
     "UpdateMetrics",
     "make_network",
@@ -83,8 +85,12 @@ class PPOConfig:
     num_steps: int = 128  # rollout length T per env per update
     update_epochs: int = 4
     num_minibatches: int = 4
-    network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
+    network: str = "auto"  # torso by name: auto (mlp; cnn for image obs) | mlp | cnn | gru | lru | registered
     hidden_sizes: tuple[int, ...] = (64, 64)
+    conv_channels: tuple[int, ...] = (16,)  # cnn (and the encoder of gru/lru on image obs): filters per conv layer
+    conv_kernels: tuple[int, ...] = (3,)  # square kernel size per conv layer
+    conv_strides: tuple[int, ...] = (1,)  # stride per conv layer
+    rnn_size: int = 128  # gru / lru: recurrent units (the carry width; lru's carry holds 2 × rnn_size)
     activation: str = "tanh"  # tanh | relu | elu | gelu | silu
     shared_torso: bool = False  # one torso for actor and critic
     lr_schedule: str = "linear"  # constant | linear (anneal to 0) | adaptive (KL)
@@ -172,6 +178,15 @@ class Batch(NamedTuple):
     target: jax.Array  # [B] value target = advantage + value
 
 
+class SequenceBatch(NamedTuple):
+    """Learner input of a recurrent policy: whole env sequences ``[T, M, ...]``
+    with the carry at their first step and where the carry restarts."""
+
+    batch: Batch  # every field [T, M, ...]
+    carry: jax.Array  # [M, C] the carry before step 0 (already reset where an episode began there)
+    reset: jax.Array  # [T, M] bool: an episode begins at step t (t ≥ 1): the carry restarts from zeros
+
+
 class LossMetrics(NamedTuple):
     total: jax.Array
     policy: jax.Array
@@ -213,6 +228,7 @@ class PPOState:
     env_state: Any  # EnvState batched [N]
     obs: jax.Array  # [N, *obs] raw current observations
     key: jax.Array  # PRNG key of this seed's training stream
+    carry: Any = None  # [N, C] recurrent policies: the carry for the current observations (None otherwise)
 
 
 # ---------------------------------------------------------------------------
@@ -220,13 +236,26 @@ class PPOState:
 # ---------------------------------------------------------------------------
 
 
-def make_network(algo: PPOConfig, env: Env, torso: nn.Module | None = None, perf: bool = True) -> ActorCritic:
+def make_network(algo: PPOConfig, env: Env, torso: nn.Module | None = None, perf: bool = True) -> Any:
     """The actor-critic for ``env``: ``torso`` (default: the registered
-    ``algo.network``) under a policy and a value head; ``perf``: jaxrl.perf."""
+    ``algo.network``) under a policy and a value head; ``perf``: jaxrl.perf.
+    A recurrent torso (``torso.recurrent``, :mod:`jaxrl.nets.recurrent`) gives a
+    :class:`~jaxrl.nets.recurrent.RecurrentActorCritic`."""
     space = env.action_space
     discrete = isinstance(space, Discrete)
     if torso is None:
         torso = make_torso(algo.network, algo, env.obs_shape)
+    if getattr(torso, "recurrent", False):
+        return RecurrentActorCritic(
+            action_dim=space.n if discrete else int(space.shape[0]),
+            discrete=discrete,
+            core=torso,
+            head_size=int(algo.hidden_sizes[-1]),
+            activation=algo.activation,
+            squash=algo.squash,
+            log_std_init=algo.log_std_init,
+            perf=perf,
+        )
     return ActorCritic(
         action_dim=space.n if discrete else int(space.shape[0]),
         discrete=discrete,
@@ -251,7 +280,7 @@ def distribution(network: ActorCritic, params: Any, policy_out: jax.Array):
     inverse tanh; :func:`env_action` maps them to what the env receives."""
     if network.discrete:
         return Categorical(policy_out)
-    log_std = jnp.broadcast_to(network.apply(params, method=ActorCritic.log_std), policy_out.shape)
+    log_std = jnp.broadcast_to(network.apply(params, method="log_std"), policy_out.shape)
     if network.squash == "tanh":
         ones = jnp.ones(policy_out.shape[-1:])
         return TanhGaussian(policy_out, log_std, -ones, ones)
@@ -360,8 +389,15 @@ def ppo_loss(
     clip_value: bool = True,
     normalize_advantages: bool = True,
 ) -> tuple[jax.Array, LossMetrics]:
-    """:func:`loss_from_outputs` after a forward pass of ``network`` on ``batch.obs``."""
-    policy_out, value = network.apply(params, batch.obs)
+    """:func:`loss_from_outputs` after a forward pass of ``network`` on ``batch.obs``
+    (a :class:`SequenceBatch`: the recurrent torso's sequence pass from its carry)."""
+    if isinstance(batch, SequenceBatch):
+        _, features = network.apply(params, batch.carry, batch.batch.obs, batch.reset, method="sequence")
+        policy_out = network.apply(params, features, method="policy_from")
+        value = network.apply(params, features, method="value_from")
+        batch = batch.batch
+    else:
+        policy_out, value = network.apply(params, batch.obs)
     dist = distribution(network, params, policy_out)
     return loss_from_outputs(
         log_prob(dist, batch.action),
@@ -446,7 +482,10 @@ def learn(
 ) -> StepResult:
     """``update_epochs`` passes over ``batch`` (``[B, ...]``), each shuffled into
     ``num_minibatches`` minibatches, each one :func:`sgd_step` of ``optimizer``.
-    Metrics are means over all steps."""
+    Metrics are means over all steps. A :class:`SequenceBatch` (recurrent
+    policies) is split over envs instead: :func:`learn_sequences`."""
+    if isinstance(batch, SequenceBatch):
+        return learn_sequences(params, opt_state, lr, batch, key, hp, network, algo, optimizer)
     size = batch.advantage.shape[0]
     n_mb = algo.num_minibatches
 
@@ -481,6 +520,51 @@ def learn(
     # can follow it under vmap. Metrics are summed in the carry (one vector:
     # the loss metrics, then the gradient norm), in step order, so a seed's
     # numbers do not depend on how many seeds are vmapped beside it.
+    zeros = jnp.zeros((len(LossMetrics._fields) + 1,), jnp.float32)
+    (params, opt_state, lr, _, sums), _ = jax.lax.scan(
+        epoch, (params, opt_state, lr, key, zeros), None, length=algo.update_epochs
+    )
+    means = sums / float(algo.update_epochs * n_mb)
+    return StepResult(params, opt_state, lr, LossMetrics(*means[:-1]), means[-1])
+
+
+def learn_sequences(
+    params: Any,
+    opt_state: Any,
+    lr: jax.Array,
+    batch: SequenceBatch,
+    key: jax.Array,
+    hp: HParams,
+    network: Any,
+    algo: PPOConfig,
+    optimizer: optim.Optimizer | None = None,
+) -> StepResult:
+    """:func:`learn` for a recurrent policy: each epoch shuffles the ``N`` envs
+    into ``num_minibatches`` minibatches of whole sequences ``[T, N / n_mb]``
+    (with their start carries and resets), so every gradient runs the torso
+    over time from the carry the rollout started with (backpropagation through
+    the rollout). Advantages are normalized per minibatch in the loss."""
+    num_envs = batch.carry.shape[0]
+    n_mb = algo.num_minibatches
+
+    def epoch(carry, _):
+        params, opt_state, lr, key, sums = carry
+        key, key_perm = jax.random.split(key)
+        cols = perf_lib.permutation(network.perf, key_perm, num_envs).reshape(n_mb, num_envs // n_mb)
+
+        def minibatch(carry, mb_cols):
+            params, opt_state, lr, sums = carry
+            mb = SequenceBatch(
+                jax.tree.map(lambda x: jnp.take(x, mb_cols, axis=1), batch.batch),
+                jnp.take(batch.carry, mb_cols, axis=0),
+                jnp.take(batch.reset, mb_cols, axis=1),
+            )
+            out = sgd_step(params, opt_state, lr, mb, hp, network, algo, optimizer=optimizer)
+            return (out.params, out.opt_state, out.lr, sums + jnp.stack([*out.metrics, out.grad_norm])), None
+
+        (params, opt_state, lr, sums), _ = jax.lax.scan(minibatch, (params, opt_state, lr, sums), cols)
+        return (params, opt_state, lr, key, sums), None
+
     zeros = jnp.zeros((len(LossMetrics._fields) + 1,), jnp.float32)
     (params, opt_state, lr, _, sums), _ = jax.lax.scan(
         epoch, (params, opt_state, lr, key, zeros), None, length=algo.update_epochs
@@ -546,6 +630,8 @@ def rollout(
     ``⌈T / P⌉`` truncations per env and the last ``s_T`` — ``T + ⌈T / P⌉ + 1``
     rows per env instead of ``2T`` (:func:`next_values_from`).
     """
+    if getattr(network, "recurrent", False):
+        return rollout_recurrent(state, env, env_params, network, algo)
     steps, num_envs = algo.num_steps, state.obs.shape[0]
     step_env = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
     key, key_noise, key_env = jax.random.split(state.key, 3)
@@ -597,6 +683,57 @@ def rollout(
         next_value = extra_values
     traj = traj._replace(value=value, next_value=next_value)
     return state.replace(env_state=env_state, obs=obs, key=key), traj
+
+
+def rollout_recurrent(
+    state: PPOState, env: Env, env_params: Any, network: Any, algo: PPOConfig
+) -> tuple[PPOState, Transition]:
+    """:func:`rollout` for a recurrent policy. The carry goes through the loop
+    with the envs and is zeroed after every step that ended an episode
+    (terminated or truncated), so it never crosses an episode boundary. The
+    loop keeps each step's features and its carry after ``s_t``; after it, one
+    batched pass gives ``V(s_t)`` from the features and ``V(final_obs_t)`` by
+    one more torso step from that carry on the pre-reset observation."""
+    steps, num_envs = algo.num_steps, state.obs.shape[0]
+    step_env = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
+    key, key_noise, key_env = jax.random.split(state.key, 3)
+    noise = action_noise(network, key_noise, (steps, num_envs))
+    env_draws = env.draw_steps(jax.random.split(key_env, (steps, num_envs)), env_params)
+    params = state.params
+
+    def step(carry, inputs):
+        env_state, obs, h = carry
+        noise_t, draws_t = inputs
+        h, features = network.apply(params, h, prepare_obs(state, obs, algo), None, method="step")
+        policy_out = network.apply(params, features, method="policy_from")
+        dist = distribution(network, params, policy_out)
+        action = sample_from_noise(dist, noise_t)
+        env_state, out = step_env(draws_t, env_state, env_action(action, network, env), env_params)
+        transition = Transition(
+            obs=obs,
+            action=action,
+            log_prob=None,
+            value=None,
+            next_value=None,
+            reward=out.reward,
+            terminated=out.terminated,
+            truncated=out.truncated,
+            final_obs=out.final_obs,
+            episode_return=out.episode_return,
+            episode_length=out.episode_length,
+        )
+        next_h = reset_carry(h, jnp.logical_or(out.terminated, out.truncated))
+        return (env_state, out.obs, next_h), (transition, policy_out, features, h)
+
+    (env_state, obs, carry), (traj, policy_out, features, hs) = jax.lax.scan(
+        step, (state.env_state, state.obs, state.carry), (noise, env_draws)
+    )
+    traj = traj._replace(log_prob=log_prob(distribution(network, params, policy_out), traj.action))
+    value = _value(state, network.apply(params, features, method="value_from"), algo)
+    _, next_features = network.apply(params, hs, prepare_obs(state, traj.final_obs, algo), None, method="step")
+    next_value = _value(state, network.apply(params, next_features, method="value_from"), algo)
+    traj = traj._replace(value=value, next_value=next_value)
+    return state.replace(env_state=env_state, obs=obs, key=key, carry=carry), traj
 
 
 def truncation_slots(steps: int, period: int | None) -> int | None:
@@ -665,7 +802,12 @@ def init_state(
     state, and ``num_envs`` freshly reset envs (shared by A2C and REINFORCE)."""
     key_params, key_env, key = jax.random.split(key, 3)
     dummy = jnp.zeros((1,) + env.obs_shape, jnp.float32)
-    params = init_network(network, key_params, dummy, perf=network.perf)
+    recurrent = getattr(network, "recurrent", False)
+    if recurrent:
+        example = (network.initialize_carry((1,)), dummy, jnp.zeros((1,), jnp.bool_))
+        params = init_network(network, key_params, *example, perf=network.perf)
+    else:
+        params = init_network(network, key_params, dummy, perf=network.perf)
     env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
     return PPOState(
         params=params,
@@ -678,13 +820,14 @@ def init_state(
         env_state=env_state,
         obs=obs,
         key=key,
+        carry=network.initialize_carry((num_envs,)) if recurrent else None,
     )
 
 
 class Prepared(NamedTuple):
     """A rollout turned into learner input by :func:`collect`."""
 
-    batch: Batch  # flat [num_steps * num_envs, ...]
+    batch: Batch  # flat [num_steps * num_envs, ...] (recurrent policies: a SequenceBatch of [T, N, ...])
     targets: jax.Array  # [T, N] value targets (raw scale)
     done: jax.Array  # [T, N]
     return_stats: Any
@@ -696,7 +839,9 @@ def collect(
     state: PPOState, hp: Any, env: Env, env_params: Any, network: ActorCritic, algo: Any
 ) -> tuple[PPOState, Transition, Prepared]:
     """Rollout, reward/value normalization and GAE: ``(state, traj, prepared)``
-    with the flat minibatch source ``prepared.batch`` (PPO's and A2C's)."""
+    with the flat minibatch source ``prepared.batch`` (PPO's and A2C's; for a
+    recurrent policy the unflattened :class:`SequenceBatch`)."""
+    start_carry = state.carry
     state, traj = rollout(state, env, env_params, network, algo)
     done = jnp.logical_or(traj.terminated, traj.truncated)
     rewards, return_stats, discounted = traj.reward * hp.reward_scale, state.return_stats, state.discounted_return
@@ -728,13 +873,33 @@ def collect(
         old_values = (traj.value - value_stats.mean) * scale
         value_targets = (targets - value_stats.mean) * scale
     batch = Batch(prepare_obs(state, traj.obs, algo), traj.action, traj.log_prob, old_values, advantages, value_targets)
-    batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
+    if getattr(network, "recurrent", False):
+        reset = jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]])
+        batch = SequenceBatch(batch, start_carry, reset)
+    else:
+        batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
     return state, traj, Prepared(batch, targets, done, return_stats, discounted, value_stats)
 
 
 def make_policy(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:
     """``(act, sample)``: the deterministic (mode) and sampled env actions of an
-    actor-critic member's state, for any leading batch of observations."""
+    actor-critic member's state, for any leading batch of observations. For a
+    recurrent network both take and return the carry:
+    ``(state, carry [..., C], obs [..., *obs], key) -> (carry, action)``."""
+    if getattr(network, "recurrent", False):
+
+        def act_recurrent(state: PPOState, carry: jax.Array, obs: jax.Array, key: jax.Array):
+            del key  # deterministic
+            carry, features = network.apply(state.params, carry, prepare_obs(state, obs, algo), None, method="step")
+            dist = distribution(network, state.params, network.apply(state.params, features, method="policy_from"))
+            return carry, env_action(mode_action(dist), network, env)
+
+        def sample_recurrent(state: PPOState, carry: jax.Array, obs: jax.Array, key: jax.Array):
+            carry, features = network.apply(state.params, carry, prepare_obs(state, obs, algo), None, method="step")
+            dist = distribution(network, state.params, network.apply(state.params, features, method="policy_from"))
+            return carry, env_action(sample_action(dist, key), network, env)
+
+        return act_recurrent, sample_recurrent
 
     def act(state: PPOState, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key  # deterministic
@@ -824,7 +989,13 @@ def make_agent(
         ),
         ("advantages: final-obs values, normalization, GAE, batch", prepare),
     )
-    return Agent(init, update, act, sample, network, num_envs * algo.num_steps, phases=phases)
+    init_carry = None
+    if getattr(network, "recurrent", False):
+
+        def init_carry(state: PPOState, batch_shape: tuple[int, ...]) -> jax.Array:
+            return network.initialize_carry(tuple(batch_shape))
+
+    return Agent(init, update, act, sample, network, num_envs * algo.num_steps, phases=phases, init_carry=init_carry)
 
 
 PPOHParams = HParams  # the name research code imports
@@ -918,10 +1089,35 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def validate_network(algo: Any) -> None:
-    """The actor-critic settings PPO, A2C and REINFORCE share."""
+def validate_network(algo: Any, recurrent: bool = False) -> None:
+    """The actor-critic settings PPO, A2C and REINFORCE share; ``recurrent``:
+    the algorithm trains recurrent torsos (PPO does)."""
     check_network(algo)
     check_mlp(algo)
+    if is_recurrent(algo.network) and not recurrent:
+        raise ConfigError(
+            "algo.network",
+            algo.network,
+            f"is a recurrent torso, which algo={algo.name} does not train (PPO does)",
+            "pass algo=ppo, or algo.network=auto",
+        )
+    layout = [(name, getattr(algo, name, None)) for name in ("conv_channels", "conv_kernels", "conv_strides")]
+    for name, values in layout:
+        if values is None:
+            continue
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in values):
+            raise ConfigError(
+                f"algo.{name}", list(values), "must be a non-empty list of positive integers", f"pass algo.{name}=[3]"
+            )
+        if len(values) != len(algo.conv_channels):
+            raise ConfigError(
+                f"algo.{name}",
+                list(values),
+                f"must have one entry per conv layer (algo.conv_channels has {len(algo.conv_channels)})",
+                f"pass {len(algo.conv_channels)} values",
+            )
+    if hasattr(algo, "rnn_size"):
+        require_positive_int("algo.rnn_size", algo.rnn_size, 128)
     require_one_of("algo.squash", algo.squash, ("tanh", "clip"), "tanh")
     require_one_of("algo.gae_method", algo.gae_method, ("auto", "associative", "scan"), "auto")
 
@@ -932,7 +1128,14 @@ def validate(config: Config) -> None:
     batch = check_rollout(config, 128)
     require_positive_int("algo.update_epochs", algo.update_epochs, 4)
     require_positive_int("algo.num_minibatches", algo.num_minibatches, 4)
-    validate_network(algo)
+    validate_network(algo, recurrent=True)
+    if is_recurrent(algo.network) and config.num_envs % algo.num_minibatches:
+        raise ConfigError(
+            "algo.num_minibatches",
+            algo.num_minibatches,
+            f"must divide num_envs={config.num_envs}: a recurrent policy learns from minibatches of whole env sequences",
+            f"pass a divisor of {config.num_envs}, e.g. algo.num_minibatches={divisor_near(config.num_envs, algo.num_minibatches)}",
+        )
     require_one_of("algo.lr_schedule", algo.lr_schedule, ("constant", "linear", "adaptive"), "linear")
     if batch % algo.num_minibatches:
         raise ConfigError(
@@ -968,7 +1171,8 @@ ALGORITHM = Algorithm(
     seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
     description="Proximal Policy Optimization: clipped surrogate, GAE, epochs × minibatches",
-    env_fields=("env_state", "obs", "discounted_return"),
+    env_fields=("env_state", "obs", "discounted_return", "carry"),
+    own_fields=("env_state", "obs", "key", "carry"),
     data_parallel=True,
     presets=PRESETS,
     validate=validate,

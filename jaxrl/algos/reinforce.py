@@ -47,7 +47,7 @@ class ReinforceConfig:
     # --- static ---------------------------------------------------------------
     num_steps: int = 500  # T: steps per env and update; every env's first episode counts
     baseline: bool = True  # learn V and subtract it (also bootstraps truncations)
-    network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
+    network: str = "auto"  # torso by name: auto (mlp; cnn for image obs) | mlp | cnn | registered
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False

@@ -35,6 +35,8 @@ class EnvConfig:
     name: str = "cartpole"  # short name, gymnax id, brax name or brax:<name>
     backend: str = "positional"  # brax physics backend: positional | generalized | spring | mjx
     episode_length: int = 0  # brax time limit; 0: 1000 (gymnax envs keep their own limits)
+    params: str = ""  # env parameters changed from their defaults, e.g. "memory_length=20" (gymnax EnvParams fields)
+    observe: tuple[int, ...] = ()  # keep only these entries of the flattened observation, e.g. [0,2]; (): all
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ __all__ = [
     "names",
     "configs",
     "own_metrics",
+    "policy_step",
+    "reset_carry",
 ]
 
 # Per-update metrics every agent returns for the loop itself (besides its own):
@@ -55,6 +57,37 @@ class Agent(NamedTuple):
     # For profile=true: cumulative prefixes of ``update`` as ``(label, fn(state, hp) -> outputs)``,
     # each ending one phase later than the one before; the rest of ``update`` is the learner.
     phases: tuple = ()
+    # Recurrent policies: (state, batch_shape) -> the carry at an episode's start, float32
+    # [*batch_shape, C] zeros; ``act`` and ``sample`` then take and return it:
+    # (state, carry, obs, key) -> (carry, action). None: memoryless act(state, obs, key) -> action.
+    init_carry: Any = None
+
+
+def policy_step(agent: Agent, deterministic: bool = True) -> tuple[Any, Any]:
+    """``(init_carry, step)`` of any agent in the carry form:
+    ``init_carry(state, batch_shape) -> carry`` and ``step(state, carry, obs, key)
+    -> (carry, action)`` — for a memoryless agent the carry is ``None``. Callers
+    reset the carry where an episode ended (:func:`reset_carry`)."""
+    choose = agent.act if deterministic else agent.sample
+    if agent.init_carry is not None:
+        return agent.init_carry, choose
+
+    def init_none(state: Any, batch_shape: tuple[int, ...]) -> None:
+        return None
+
+    def step(state: Any, carry: Any, obs: Any, key: Any) -> tuple[Any, Any]:
+        return None, choose(state, obs, key)
+
+    return init_none, step
+
+
+def reset_carry(carry: Any, done: Any) -> Any:
+    """A policy carry ``[..., C]`` zeroed where ``done`` ``[...]`` (``None`` stays ``None``)."""
+    if carry is None:
+        return None
+    import jax.numpy as jnp
+
+    return jnp.where(done[..., None], jnp.zeros_like(carry), carry)
 
 
 def own_metrics(metrics_type: type) -> tuple[str, ...]:

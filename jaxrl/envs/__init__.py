@@ -16,7 +16,7 @@ from typing import Any
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs import brax_env, gymnax_env
 from jaxrl.envs.backends import Backend, backend_names, get_backend, lookup, register_backend, unregister_backend
-from jaxrl.envs.core import Box, Discrete, Env, EnvState, EnvStep
+from jaxrl.envs.core import Box, Discrete, Env, EnvState, EnvStep, Observed
 
 __all__ = [
     "Backend",
@@ -25,6 +25,8 @@ __all__ = [
     "Env",
     "EnvState",
     "EnvStep",
+    "Observed",
+    "parse_params",
     "action_kind",
     "backend_names",
     "backend_of",
@@ -79,8 +81,66 @@ def action_kind(name: str) -> str | None:
 
 
 def from_config(config: Any) -> Env:
-    """The env of a :class:`jaxrl.core.config.Config` (name, brax backend, time limit)."""
-    return make(config.env.name, backend=config.env.backend, episode_length=config.env.episode_length or 1000)
+    """The env of a :class:`jaxrl.core.config.Config`: name, brax backend and
+    time limit, then ``env.params`` (parameters changed from their defaults)
+    and ``env.observe`` (the observation entries kept). ConfigError (naming
+    the field) for a parameter the env does not have or an index out of range."""
+    env = make(config.env.name, backend=config.env.backend, episode_length=config.env.episode_length or 1000)
+    text = getattr(config.env, "params", "")
+    if text:
+        changes = parse_params(text)
+        known = param_names(env) + (["max_steps_in_episode"] if _has_field(env, "max_steps_in_episode") else [])
+        for name in changes:
+            if name not in known:
+                raise ConfigError(
+                    "env.params",
+                    text,
+                    f"{env.name} has no parameter {name!r} (its parameters: {', '.join(known) or 'none'})",
+                    "pass env.params='NAME=VALUE ...' with those names",
+                )
+        defaults = env.default_params
+        typed = {
+            k: type(getattr(defaults, k))(v) if isinstance(getattr(defaults, k), (int, bool)) else v
+            for k, v in changes.items()
+        }
+        env.default_params = with_params(env, **typed)
+        if hasattr(env, "max_episode_steps") and "max_steps_in_episode" in typed:
+            env.max_episode_steps = int(typed["max_steps_in_episode"])
+    keep = tuple(getattr(config.env, "observe", ()) or ())
+    if keep:
+        size = 1
+        for n in env.obs_shape:
+            size *= int(n)
+        if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < size for i in keep):
+            raise ConfigError(
+                "env.observe",
+                list(keep),
+                f"must be indices of {env.name}'s flattened observation, in [0, {size})",
+                f"pass e.g. env.observe=[0,{size - 1}]",
+            )
+        env = Observed(env, keep)
+    return env
+
+
+def parse_params(text: str) -> dict[str, float]:
+    """``"memory_length=20 gravity=9.8"`` → ``{"memory_length": 20.0, "gravity": 9.8}``
+    (ConfigError naming ``env.params`` when malformed)."""
+    out: dict[str, float] = {}
+    for part in str(text).split():
+        name, sep, value = part.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = float(value)
+        except ValueError:
+            raise ConfigError(
+                "env.params", text, f"{part!r} is not NAME=NUMBER", "pass e.g. env.params='memory_length=20'"
+            ) from None
+    return out
+
+
+def _has_field(env: Env, name: str) -> bool:
+    return hasattr(env.default_params, name)
 
 
 def suggest(name: str, n: int = 3) -> list[str]:
@@ -141,7 +201,7 @@ def param_names(env: Env) -> list[str]:
     params = env.default_params
     if not dataclasses.is_dataclass(params):
         return []
-    derived = _DERIVED.get(env.name, {})
+    derived = _DERIVED.get(getattr(env, "base_name", env.name), {})
     return [f.name for f in dataclasses.fields(params) if f.name not in derived and f.name != "max_steps_in_episode"]
 
 
@@ -150,7 +210,7 @@ def with_params(env: Env, params: Any = None, **changes: float) -> Any:
     fields (e.g. CartPole's ``polemass_length``) recomputed."""
     params = env.default_params if params is None else params
     params = params.replace(**changes)
-    derived = _DERIVED.get(env.name, {})
+    derived = _DERIVED.get(getattr(env, "base_name", env.name), {})
     if derived:
         params = params.replace(**{name: fn(params) for name, fn in derived.items()})
     return params

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-__all__ = ["Discrete", "Box", "EnvState", "EnvStep", "Env", "StepKeys", "random_steps"]
+__all__ = ["Discrete", "Box", "EnvState", "EnvStep", "Env", "Observed", "StepKeys", "random_steps"]
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,59 @@ class Env:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, obs={self.obs_shape}, actions={self.action_space})"
+
+
+class Observed(Env):
+    """``env`` observed only through the entries ``keep`` of its flattened
+    observation (a partially observed task, e.g. CartPole without its
+    velocities: ``keep=(0, 2)``); the final observations are masked alike.
+    Dynamics, rewards, episode ends, parameters and time limits are ``env``'s."""
+
+    def __init__(self, env: Env, keep: tuple[int, ...], name: str | None = None):
+        size = int(np.prod(env.obs_shape))
+        keep = tuple(int(i) for i in keep)
+        if not keep or any(i < 0 or i >= size for i in keep):
+            raise ValueError(f"observe={list(keep)}: indices must lie in [0, {size}) for {env.name}")
+        self.inner = env
+        self.keep = np.asarray(keep, np.int32)
+        self.name = name or f"{env.name}[obs {','.join(map(str, keep))}]"
+        self.base_name = getattr(env, "base_name", env.name)
+        self.obs_shape = (len(keep),)
+        self.action_space = env.action_space
+        self.default_params = env.default_params
+        self.max_episode_steps = env.max_episode_steps
+        self.solved_return = env.solved_return
+
+    def _select(self, obs: jax.Array) -> jax.Array:
+        return obs.reshape(obs.shape[: obs.ndim - len(self.inner.obs_shape)] + (-1,))[..., self.keep]
+
+    def _params(self, params: Any) -> Any:
+        return self.default_params if params is None else params
+
+    def truncation_period(self, params: Any = None) -> int | None:
+        return self.inner.truncation_period(self._params(params))
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[EnvState, jax.Array]:
+        state, obs = self.inner.reset(key, self._params(params))
+        return state, self._select(obs)
+
+    def _masked(self, out: tuple[EnvState, EnvStep]) -> tuple[EnvState, EnvStep]:
+        state, step = out
+        return state, step._replace(obs=self._select(step.obs), final_obs=self._select(step.final_obs))
+
+    def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: Any = None) -> tuple[EnvState, EnvStep]:
+        return self._masked(self.inner.step(key, state, action, self._params(params)))
+
+    def draw_steps(self, keys: jax.Array, params: Any = None) -> Any:
+        return self.inner.draw_steps(keys, self._params(params))
+
+    def step_drawn(
+        self, drawn: Any, state: EnvState, action: jax.Array, params: Any = None
+    ) -> tuple[EnvState, EnvStep]:
+        return self._masked(self.inner.step_drawn(drawn, state, action, self._params(params)))
+
+    def random_action(self, key: jax.Array) -> jax.Array:
+        return self.inner.random_action(key)
 
 
 def random_steps(

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.envs.backends import Backend
-from jaxrl.envs.core import Box, Discrete, Env
+from jaxrl.envs.core import Box, Discrete, Env, Observed
 
 __all__ = ["BACKEND", "GymnaxEnv", "SHORT_NAMES"]
 
@@ -36,6 +36,13 @@ SHORT_NAMES = {
     "mountaincar": "MountainCar-v0",
     "pendulum": "Pendulum-v1",
     "mountaincar-continuous": "MountainCarContinuous-v0",
+    "cartpole-pomdp": "CartPole-v1-pomdp",
+    "memorychain": "MemoryChain-bsuite",
+}
+
+# Partially observed variants: id -> (gymnax id, the observation entries kept).
+VARIANTS = {
+    "CartPole-v1-pomdp": ("CartPole-v1", (0, 2)),  # cart position and pole angle; no velocities
 }
 
 # gymnax ids that need a download at construction time (none is listed).
@@ -44,6 +51,7 @@ NEEDS_DOWNLOAD = {"MNISTBandit-bsuite"}
 # Returns at which the usual benchmark counts a task as solved (Gym's table).
 SOLVED_RETURNS = {
     "CartPole-v1": 475.0,
+    "CartPole-v1-pomdp": 475.0,
     "Acrobot-v1": -100.0,
     "MountainCar-v0": -110.0,
     "MountainCarContinuous-v0": 90.0,
@@ -152,7 +160,7 @@ def gymnax_ids() -> list[str]:
         import gymnax
 
         ids = gymnax.registered_envs
-    return [n for n in ids if n not in NEEDS_DOWNLOAD]
+    return [n for n in ids if n not in NEEDS_DOWNLOAD] + list(VARIANTS)
 
 
 @functools.cache
@@ -191,6 +199,10 @@ def _make(canonical: str, **options: Any) -> GymnaxEnv:
     """A gymnax env by id (``backend`` and ``episode_length`` are brax's: ignored)."""
     import gymnax
 
+    if canonical in VARIANTS:
+        base, keep = VARIANTS[canonical]
+        env, params = gymnax.make(base)
+        return Observed(GymnaxEnv(env, params, name=base), keep, name=canonical)
     env, params = gymnax.make(canonical)
     return GymnaxEnv(env, params, name=canonical)
 
@@ -202,6 +214,7 @@ def _make(canonical: str, **options: Any) -> GymnaxEnv:
 # jax.distributed.
 DISCRETE_IDS = {
     "CartPole-v1",
+    "CartPole-v1-pomdp",
     "Acrobot-v1",
     "MountainCar-v0",
     "Asterix-MinAtar",

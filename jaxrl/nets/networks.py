@@ -27,6 +27,7 @@ from jaxrl.perf.dense import dense_dot_general, init_many, init_params, orthogon
 
 __all__ = [
     "MLP",
+    "CNN",
     "ActorCritic",
     "ACTIVATIONS",
     "TorsoFactory",
@@ -37,6 +38,7 @@ __all__ = [
     "dense",
     "register_torso",
     "torso_names",
+    "is_recurrent",
     "make_torso",
     "check_network",
     "with_perf",
@@ -80,6 +82,41 @@ class MLP(nn.Module):
         act = ACTIVATIONS[self.activation]
         if self.obs_ndim > 1:
             x = x.reshape(x.shape[: x.ndim - self.obs_ndim] + (-1,))
+        for width in self.hidden_sizes:
+            x = act(dense(width, np.sqrt(2.0), perf=self.perf)(x))
+        return x
+
+
+class CNN(nn.Module):
+    """``[..., H, W, C] → [..., hidden_sizes[-1]]``: ``VALID`` convolutions
+    (``channels[i]`` filters of ``kernels[i]``² with stride ``strides[i]``, the
+    activation after each), flattened, then the MLP of ``hidden_sizes``
+    (the MinAtar network of Young & Tian, 2019, with the defaults 16 × 3², 128).
+    Kernels orthogonal with gain √2, zero biases."""
+
+    channels: Sequence[int] = (16,)
+    kernels: Sequence[int] = (3,)
+    strides: Sequence[int] = (1,)
+    hidden_sizes: Sequence[int] = (128,)
+    activation: str = "relu"
+    perf: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = ACTIVATIONS[self.activation]
+        batch = x.shape[:-3]
+        x = x.reshape((-1,) + x.shape[-3:])
+        for width, kernel, stride in zip(self.channels, self.kernels, self.strides, strict=True):
+            conv = nn.Conv(
+                width,
+                (kernel, kernel),
+                strides=(stride, stride),
+                padding="VALID",
+                kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)),
+                bias_init=nn.initializers.zeros,
+            )
+            x = act(conv(x))
+        x = x.reshape(batch + (-1,))
         for width in self.hidden_sizes:
             x = act(dense(width, np.sqrt(2.0), perf=self.perf)(x))
         return x
@@ -169,23 +206,56 @@ def _mlp(algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
     return MLP(tuple(algo.hidden_sizes), algo.activation, len(obs_shape))
 
 
-_TORSOS: dict[str, TorsoFactory] = {"mlp": _mlp}
+# Conv layout defaults for configs without the fields (PPO's config has them).
+CONV_DEFAULTS = {"conv_channels": (16,), "conv_kernels": (3,), "conv_strides": (1,)}
 
 
-def register_torso(name: str, factory: TorsoFactory, *, replace: bool = False) -> TorsoFactory:
+def conv_layout(algo: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(channels, kernels, strides)`` of an algorithm config (defaults where it has none)."""
+    return tuple(tuple(getattr(algo, name, default)) for name, default in CONV_DEFAULTS.items())  # type: ignore[return-value]
+
+
+def _cnn(algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
+    if len(obs_shape) != 3:
+        raise ConfigError(
+            "algo.network",
+            "cnn",
+            f"needs image observations [H, W, C]; this env's are {list(obs_shape)}",
+            "pass algo.network=mlp (or auto)",
+        )
+    channels, kernels, strides = conv_layout(algo)
+    return CNN(channels, kernels, strides, tuple(algo.hidden_sizes), algo.activation)
+
+
+def _auto(algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
+    return _cnn(algo, obs_shape) if len(obs_shape) == 3 else _mlp(algo, obs_shape)
+
+
+_TORSOS: dict[str, TorsoFactory] = {"auto": _auto, "mlp": _mlp, "cnn": _cnn}
+_RECURRENT: set[str] = set()
+
+
+def register_torso(name: str, factory: TorsoFactory, *, replace: bool = False, recurrent: bool = False) -> TorsoFactory:
     """Make ``algo.network=NAME`` build its torso with ``factory(algo_config,
     obs_shape)`` in this process (CLI, sweeps, resume, evaluate, export).
-    A name already taken needs ``replace=True``. Returns ``factory``."""
+    A name already taken needs ``replace=True``. ``recurrent``: the torso
+    keeps a carry (the interface of :mod:`jaxrl.nets.recurrent`). Returns ``factory``."""
     if not callable(factory):
         raise TypeError(f"register_torso({name!r}, ...) takes a callable (algo_config, obs_shape) -> flax module")
     if name in _TORSOS and not replace and _TORSOS[name] is not factory:
         raise ValueError(f"torso {name!r} is registered already (pass replace=True)")
     _TORSOS[name] = factory
+    (_RECURRENT.add if recurrent else _RECURRENT.discard)(name)
     return factory
 
 
+def is_recurrent(name: str) -> bool:
+    """Whether the torso registered as ``name`` keeps a carry (a GRU, an LRU, …)."""
+    return name in _RECURRENT
+
+
 def torso_names() -> list[str]:
-    """Every registered torso name (``mlp`` first)."""
+    """Every registered torso name (``auto``, ``mlp``, ``cnn`` first)."""
     return list(_TORSOS)
 
 
@@ -196,7 +266,7 @@ def check_network(algo: Any) -> None:
             "algo.network",
             algo.network,
             f"must be one of {', '.join(_TORSOS)}",
-            "pass algo.network=mlp, or register yours with jaxrl.nets.register_torso",
+            "pass algo.network=auto (an MLP, or a CNN for image observations), or register yours with jaxrl.nets.register_torso",
         )
 
 

@@ -29,7 +29,12 @@ leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
 spec = json.load(open(f"{here}/policy.json"))
 obs = np.zeros((1, *spec["obs_shape"]), np.float32)  # a batch of one observation
 key_data = np.zeros((2,), np.uint32)  # used only when the policy samples
-print(exported.call(leaves, obs, key_data))
+if "carry_size" in spec:  # a recurrent policy: the carry goes in and comes back
+    carry = np.zeros((1, spec["carry_size"]), np.float32)  # an episode's start
+    carry, action = exported.call(leaves, carry, obs, key_data)
+    print(action)
+else:
+    print(exported.call(leaves, obs, key_data))
 '''
 
 
@@ -56,16 +61,25 @@ def export_policy(
     leaves, treedef = jax.tree.flatten(state)
     agent = run.trainer.agent
     choose = agent.act if deterministic else agent.sample
-
-    def policy(leaves: list, obs: jax.Array, key_data: jax.Array) -> jax.Array:
-        return choose(jax.tree.unflatten(treedef, leaves), obs, jax.random.wrap_key_data(key_data))
-
+    recurrent = agent.init_carry is not None
     (batch,) = jax.export.symbolic_shape("B")
-    args = (
-        [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in leaves],
-        jax.ShapeDtypeStruct((batch, *run.env.obs_shape), np.float32),
-        jax.ShapeDtypeStruct((2,), np.uint32),
-    )
+    param_specs = [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in leaves]
+    obs_spec = jax.ShapeDtypeStruct((batch, *run.env.obs_shape), np.float32)
+    key_spec = jax.ShapeDtypeStruct((2,), np.uint32)
+    if recurrent:
+        carry_size = int(agent.init_carry(run.agent_state(member), ()).shape[-1])
+
+        def policy(leaves: list, carry: jax.Array, obs: jax.Array, key_data: jax.Array) -> tuple:
+            state = jax.tree.unflatten(treedef, leaves)
+            return choose(state, carry, obs, jax.random.wrap_key_data(key_data))
+
+        args = (param_specs, jax.ShapeDtypeStruct((batch, carry_size), np.float32), obs_spec, key_spec)
+    else:
+
+        def policy(leaves: list, obs: jax.Array, key_data: jax.Array) -> jax.Array:
+            return choose(jax.tree.unflatten(treedef, leaves), obs, jax.random.wrap_key_data(key_data))
+
+        args = (param_specs, obs_spec, key_spec)
     try:
         exported = jax.export.export(jax.jit(policy), platforms=("cpu", "cuda", "tpu"))(*args)
     except Exception:  # a platform without lowering rules here: export for this one only
@@ -82,6 +96,14 @@ def export_policy(
         if isinstance(space, Discrete)
         else {"kind": "continuous", "shape": list(space.shape), "low": space.low.tolist(), "high": space.high.tolist()}
     )
+    call = "exported.call(leaves, obs[B, *obs_shape] float32, key_data uint32[2]) -> actions[B, ...]"
+    extra = {}
+    if recurrent:
+        call = (
+            "exported.call(leaves, carry[B, carry_size] float32, obs[B, *obs_shape] float32, key_data uint32[2])"
+            " -> (carry, actions[B, ...]); the carry starts at zeros and is zeroed where an episode ends"
+        )
+        extra = {"carry_size": carry_size}
     write_json(
         os.path.join(out, "policy.json"),
         {
@@ -92,7 +114,8 @@ def export_policy(
             "obs_shape": list(run.env.obs_shape),
             "action": action,
             "platforms": list(exported.platforms),
-            "call": "exported.call(leaves, obs[B, *obs_shape] float32, key_data uint32[2]) -> actions[B, ...]",
+            "call": call,
+            **extra,
             "jax_version": jax.__version__,
             "checkpoint_chunk": run.meta.get("chunk"),
         },

@@ -7,6 +7,11 @@ The returned ``act(obs, key) -> action`` is pure (the member's parameters and
 observation-normalizer statistics are closed over as constants), accepts any
 leading batch shape and includes observation normalization and the clipping
 of continuous actions to the env's bounds.
+
+A recurrent policy (``algo.network=gru`` / ``lru``) returns a
+:class:`RecurrentPolicy` instead: ``carry = policy.init_carry(batch_shape)``
+then ``carry, action = policy(carry, obs, key)`` at every step, with the carry
+zeroed where an episode ended (``jaxrl.nets.reset_carry(carry, done)``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from jaxrl.core.errors import ConfigError
 from jaxrl.run import driver, sweeping, training
 from jaxrl.trainer.loop import make_train
 
-__all__ = ["Run", "open_run", "load_policy"]
+__all__ = ["Run", "RecurrentPolicy", "open_run", "load_policy"]
 
 
 @dataclass
@@ -104,10 +109,29 @@ def open_run(run_dir: str) -> Run:
     return Run(run_dir, config, env, job, restored.state, restored.meta, trainer, tuple(n for n in notes if n))
 
 
+@dataclass(frozen=True)
+class RecurrentPolicy:
+    """A trained recurrent policy: ``policy(carry, obs, key) -> (carry, action)``
+    (pure; parameters closed over) and ``init_carry(batch_shape)``, the float32
+    zeros ``[*batch_shape, carry_size]`` an episode starts from."""
+
+    step: Callable[[Any, Any, Any], Any]
+    carry_size: int
+
+    def init_carry(self, batch_shape: tuple[int, ...] = ()) -> Any:
+        import jax.numpy as jnp
+
+        return jnp.zeros((*tuple(batch_shape), self.carry_size), jnp.float32)
+
+    def __call__(self, carry: Any, obs: Any, key: Any) -> Any:
+        return self.step(carry, obs, key)
+
+
 def load_policy(
     run_dir: str, seed: int | None = None, deterministic: bool = True, config: str | None = None
-) -> Callable[[Any, Any], Any]:
-    """``act(obs, key) -> action`` of one trained seed (default: the run's first seed).
+) -> Callable[..., Any]:
+    """``act(obs, key) -> action`` of one trained seed (default: the run's first
+    seed); a :class:`RecurrentPolicy` for a recurrent network.
 
     ``deterministic`` picks the mode of the policy (argmax / mean); otherwise
     actions are sampled with ``key``. ``config`` selects a configuration's
@@ -120,6 +144,9 @@ def load_policy(
     state = run.agent_state(member)
     agent = run.trainer.agent
     choose = agent.act if deterministic else agent.sample
+    if agent.init_carry is not None:
+        carry_size = int(agent.init_carry(state, ()).shape[-1])
+        return RecurrentPolicy(lambda carry, obs, key: choose(state, carry, obs, key), carry_size)
 
     def act(obs: Any, key: Any) -> Any:
         return choose(state, obs, key)

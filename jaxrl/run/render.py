@@ -22,23 +22,30 @@ def episode_observations(
     env: Any, act: Any, agent_state: Any, key: Any, max_steps: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Observations ``[T+1, *obs]`` of the first episode (initial one included)
-    and its rewards ``[T]``; ``T`` ≤ ``max_steps``."""
+    and its rewards ``[T]``; ``T`` ≤ ``max_steps``. ``act``: a memoryless
+    ``act(state, obs, key) -> action`` or the ``(init_carry, step)`` pair of
+    :func:`jaxrl.core.contract.policy_step` (recurrent policies)."""
     import jax
     import jax.numpy as jnp
+
+    if isinstance(act, tuple):
+        init_carry, policy = act
+    else:
+        init_carry, policy = (lambda s, shape: None), (lambda s, c, o, k: (None, act(s, o, k)))
 
     def run(key):
         key_reset, key_run = jax.random.split(key)
         state, obs = env.reset(key_reset)
 
         def step(carry, _):
-            state, obs, key, finished = carry
+            state, obs, key, finished, memory = carry
             key, key_act, key_env = jax.random.split(key, 3)
-            action = act(agent_state, obs, key_act)
+            memory, action = policy(agent_state, memory, obs, key_act)
             state, out = env.step(key_env, state, action)
-            return (state, out.obs, key, finished | out.done), (out.final_obs, out.reward, finished)
+            return (state, out.obs, key, finished | out.done, memory), (out.final_obs, out.reward, finished)
 
         _, (next_obs, rewards, was_finished) = jax.lax.scan(
-            step, (state, obs, key_run, jnp.asarray(False)), None, length=max_steps
+            step, (state, obs, key_run, jnp.asarray(False), init_carry(agent_state, ())), None, length=max_steps
         )
         return obs, next_obs, rewards, was_finished
 

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxrl.core.contract import reset_carry
 from jaxrl.envs.core import Env
 
 __all__ = ["EvalMetrics", "make_evaluate"]
@@ -32,6 +33,7 @@ class _Carry(NamedTuple):
     returns: jax.Array
     lengths: jax.Array
     finished: jax.Array
+    policy: Any = None  # a recurrent policy's carry [E, C]
 
 
 def make_evaluate(
@@ -40,11 +42,15 @@ def make_evaluate(
     num_episodes: int,
     max_steps: int,
     env_params: Any = None,
+    init_carry: Callable[[Any, tuple[int, ...]], Any] | None = None,
 ) -> Callable[[Any, jax.Array], EvalMetrics]:
     """``evaluate(agent_state, key, params=None) -> EvalMetrics`` (pure; vmap over
     seeds — and over env parameter settings, for held-out evaluation — outside).
 
     ``act(agent_state, obs [E, *obs], key) -> actions [E, ...]`` must be deterministic.
+    With ``init_carry`` (a recurrent policy, :attr:`jaxrl.algos.Agent.init_carry`)
+    ``act(agent_state, carry, obs, key) -> (carry, actions)``; the carry starts
+    from ``init_carry`` and is zeroed where an episode ended.
     """
     default_params = env.default_params if env_params is None else env_params
     reset = jax.vmap(env.reset, in_axes=(0, None))
@@ -60,7 +66,10 @@ def make_evaluate(
 
         def body(c: _Carry) -> _Carry:
             key, key_act, key_env = jax.random.split(c.key, 3)
-            action = act(agent_state, c.obs, key_act)
+            if init_carry is None:
+                policy, action = None, act(agent_state, c.obs, key_act)
+            else:
+                policy, action = act(agent_state, c.policy, c.obs, key_act)
             env_state, out = step(jax.random.split(key_env, num_episodes), c.env_state, action, env_params)
             live = ~c.finished
             return _Carry(
@@ -71,6 +80,7 @@ def make_evaluate(
                 c.returns + jnp.where(live, out.reward, 0.0),
                 c.lengths + live.astype(jnp.int32),
                 jnp.logical_or(c.finished, out.done),
+                reset_carry(policy, out.done),
             )
 
         start = _Carry(
@@ -81,6 +91,7 @@ def make_evaluate(
             jnp.zeros((num_episodes,), jnp.float32),
             jnp.zeros((num_episodes,), jnp.int32),
             jnp.zeros((num_episodes,), jnp.bool_),
+            None if init_carry is None else init_carry(agent_state, (num_episodes,)),
         )
         final = jax.lax.while_loop(cond, body, start)
         return EvalMetrics(final.returns, final.lengths)

@@ -193,7 +193,7 @@ def make_train(
         failed_at = jnp.where(jnp.logical_and(healthy, ~metrics.finite), state.update + 1, state.failed_at)
         return state.replace(agent=agent_state, update=state.update + 1, failed_at=failed_at), metrics
 
-    run_eval = make_evaluate(env, agent.act, config.eval.episodes, eval_steps, env_params)
+    run_eval = make_evaluate(env, agent.act, config.eval.episodes, eval_steps, env_params, agent.init_carry)
 
     def evaluate(state: TrainState, params: Any = None) -> tuple[TrainState, EvalMetrics]:
         """``eval.episodes`` deterministic episodes on fresh env copies (own PRNG
