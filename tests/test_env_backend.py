@@ -103,7 +103,9 @@ def test_the_gymnax_adapter_knows_each_envs_action_kind():
     for name in gymnax_env.gymnax_ids():
         env = envs.make(name)
         kind = "discrete" if isinstance(env.action_space, Discrete) else "continuous"
-        assert backend.actions(name) == kind, name
+        own = name in (gymnax_env.builtin_ids() or ()) or name in gymnax_env.VARIANTS
+        # an id user code registered into gymnax (other tests do): unknown until built
+        assert backend.actions(name) == (kind if own else None), name
 
 
 def test_the_gymnax_ids_read_from_source_are_gymnax_own():

@@ -134,7 +134,7 @@ def test_an_unknown_network_is_one_line_and_exit_2(tmp_path, capsys):
     assert train.main(["env=cartpole", "algo.network=resnet9000", f"run_dir={tmp_path / 'r'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert re.search(r"algo\.network=resnet9000: must be one of mlp.*register_torso", err)
+    assert re.search(r"algo\.network=resnet9000: must be one of auto, mlp.*register_torso", err)
     assert not (tmp_path / "r").exists()
 
 
@@ -143,7 +143,7 @@ def test_bad_seams_are_refused():
         optim.make(0.001)
     with pytest.raises(ValueError, match="registered already"):
         networks.register_torso("mlp", _layer_norm_torso)
-    assert networks.torso_names()[0] == "mlp"
+    assert networks.torso_names()[:2] == ["auto", "mlp"]
 
 
 def test_the_readme_python_block_runs():

@@ -60,3 +60,18 @@ def test_cnn_equals_lax_conv_reference():
         h = jax.nn.relu(h + conv["bias"])
     h = jax.nn.relu(h.reshape(6, -1) @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]).reshape(2, 3, 16)
     np.testing.assert_allclose(cnn.apply(params, x), h, atol=1e-5)
+
+
+def test_patch_conv_equals_lax_conv_with_gradients_under_vmap():
+    cnn_perf = CNN((8, 4), (3, 2), (1, 2), (16,), "relu", perf=True)
+    cnn_plain = cnn_perf.clone(perf=False)
+    x = jax.random.normal(jax.random.key(0), (3, 5, 10, 10, 4))  # 3 members
+    params = jax.vmap(lambda k: init(cnn_plain, k, x[0], perf=False))(jax.random.split(jax.random.key(1), 3))
+
+    def loss(cnn, p, x):
+        return jnp.sum(jnp.sin(cnn.apply(p, x)))
+
+    for fn in (lambda c: jax.vmap(lambda p, x: loss(c, p, x)), lambda c: jax.vmap(jax.grad(lambda p, x: loss(c, p, x)))):
+        got, want = jax.jit(fn(cnn_perf))(params, x), jax.jit(fn(cnn_plain))(params, x)
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

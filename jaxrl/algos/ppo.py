@@ -1005,6 +1005,24 @@ PPOHParams = HParams  # the name research code imports
 # Declarations for the registry (jaxrl.algos)
 # ---------------------------------------------------------------------------
 
+# MinAtar (10×10×C grids; gymnax-blines: 64 envs × 128 steps, 4 epochs × 8
+# minibatches, 10M steps) with the CNN of Young & Tian (2019): conv 16 × 3²,
+# then 128 ReLU units, under separate actor and critic copies.
+MINATAR = {
+    "num_envs": 64,
+    "total_timesteps": 10_000_000,
+    "num_evals": 20,
+    "algo.network": "cnn",
+    "algo.hidden_sizes": (128,),
+    "algo.activation": "relu",
+    "algo.num_steps": 128,
+    "algo.update_epochs": 4,
+    "algo.num_minibatches": 8,
+    "algo.gamma": 0.99,
+    "algo.lr": 5e-4,
+    "algo.ent_coef": 0.01,
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     # Tuned to solve CartPole (deterministic eval ≥ 475) on every seed fast on a
     # 2-core CPU. experiments/robust_cartpole.py runs exactly the CLI's program:
@@ -1085,6 +1103,36 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo.normalize_obs": True,
         "algo.clip_value": False,
         "algo.lr_schedule": "constant",
+    },
+    **{f"{game}-MinAtar": dict(MINATAR) for game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders", "Seaquest")},
+    # Memory tasks: a GRU over whole 64-step env sequences (backpropagation
+    # through the rollout); the MLP of the same budget cannot solve them (README).
+    "CartPole-v1-pomdp": {
+        "num_envs": 16,
+        "total_timesteps": 300_000,
+        "num_evals": 10,
+        "algo.network": "gru",
+        "algo.rnn_size": 64,
+        "algo.hidden_sizes": (64,),
+        "algo.num_steps": 64,
+        "algo.update_epochs": 4,
+        "algo.num_minibatches": 4,
+        "algo.lr": 3e-3,
+        "algo.ent_coef": 0.0,
+        "algo.clip_eps": 0.2,
+    },
+    "MemoryChain-bsuite": {
+        "num_envs": 16,
+        "total_timesteps": 100_000,
+        "num_evals": 5,
+        "algo.network": "gru",
+        "algo.rnn_size": 32,
+        "algo.hidden_sizes": (32,),
+        "algo.num_steps": 64,
+        "algo.update_epochs": 4,
+        "algo.num_minibatches": 4,
+        "algo.lr": 3e-3,
+        "algo.ent_coef": 0.01,
     },
 }
 

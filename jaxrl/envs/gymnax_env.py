@@ -239,7 +239,11 @@ DISCRETE_IDS = {
 
 
 def _actions(canonical: str) -> str | None:
-    return "discrete" if canonical in DISCRETE_IDS else "continuous"
+    """Known without building the env for gymnax's own ids; None (checked on
+    the built env) for one registered into gymnax by user code."""
+    if canonical in DISCRETE_IDS:
+        return "discrete"
+    return "continuous" if canonical in (builtin_ids() or ()) else None
 
 
 BACKEND = Backend(

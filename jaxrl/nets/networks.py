@@ -87,12 +87,47 @@ class MLP(nn.Module):
         return x
 
 
+def patch_conv(
+    lhs: jax.Array,
+    rhs: jax.Array,
+    window_strides: Sequence[int],
+    padding: Any,
+    lhs_dilation: Any = None,
+    rhs_dilation: Any = None,
+    dimension_numbers: Any = None,
+    feature_group_count: int = 1,
+    batch_group_count: int = 1,
+    precision: Any = None,
+    preferred_element_type: Any = None,
+) -> jax.Array:
+    """``lax.conv_general_dilated`` for a ``VALID`` NHWC × HWIO convolution as
+    strided slices concatenated into patches ``[N, H', W', kh·kw·C]`` times the
+    kernel reshaped to ``[kh·kw·C, O]`` (im2col). Same result; but a convolution
+    whose kernel is vmapped (one per member) is batched by XLA into a grouped
+    convolution that XLA:CPU runs slowly in the backward pass, while this is a
+    batched matmul and slices (``perf``'s path, :class:`CNN`)."""
+    del precision, preferred_element_type
+    dilated = any(d != 1 for d in (lhs_dilation or ())) or any(d != 1 for d in (rhs_dilation or ()))
+    if padding != "VALID" or dilated or feature_group_count != 1 or batch_group_count != 1:
+        raise ValueError("patch_conv: only VALID, undilated, ungrouped convolutions")
+    kh, kw, cin, cout = rhs.shape
+    sh, sw = window_strides
+    n, h, w, c = lhs.shape
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    cols = [
+        lhs[:, i : i + sh * (oh - 1) + 1 : sh, j : j + sw * (ow - 1) + 1 : sw, :] for i in range(kh) for j in range(kw)
+    ]
+    patches = jnp.concatenate(cols, axis=-1) if len(cols) > 1 else cols[0]
+    return jnp.dot(patches, rhs.reshape(kh * kw * cin, cout))
+
+
 class CNN(nn.Module):
     """``[..., H, W, C] → [..., hidden_sizes[-1]]``: ``VALID`` convolutions
     (``channels[i]`` filters of ``kernels[i]``² with stride ``strides[i]``, the
     activation after each), flattened, then the MLP of ``hidden_sizes``
     (the MinAtar network of Young & Tian, 2019, with the defaults 16 × 3², 128).
-    Kernels orthogonal with gain √2, zero biases."""
+    Kernels orthogonal with gain √2, zero biases; ``perf`` computes the
+    convolutions as patches × kernel (:func:`patch_conv`)."""
 
     channels: Sequence[int] = (16,)
     kernels: Sequence[int] = (3,)
@@ -114,6 +149,7 @@ class CNN(nn.Module):
                 padding="VALID",
                 kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)),
                 bias_init=nn.initializers.zeros,
+                conv_general_dilated=patch_conv if self.perf else None,
             )
             x = act(conv(x))
         x = x.reshape(batch + (-1,))
