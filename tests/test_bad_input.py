@@ -86,7 +86,11 @@ CASES = [
     ("train", ["env=memorychain", "env.params=memory_len=3"], "MemoryChain-bsuite has no parameter 'memory_len'"),
     ("train", ["env.params=gravity"], "env.params=gravity: 'gravity' is not NAME=NUMBER"),
     ("train", ["env.observe=[0,9]"], "env.observe=[0, 9]: must be indices of CartPole-v1's flattened observation"),
-    ("train", ["algo=a2c", "algo.network=gru"], "algo.network=gru: is a recurrent torso, which algo=a2c does not train"),
+    (
+        "train",
+        ["algo=a2c", "algo.network=gru"],
+        "algo.network=gru: is a recurrent torso, which algo=a2c does not train",
+    ),
     ("train", ["algo.network=lru", "num_envs=6", "algo.num_minibatches=4"], "must divide num_envs=6"),
     ("train", ["algo.network=cnn"], "algo.network=cnn: needs image observations [H, W, C]"),
     ("train", ["algo.network=transformer"], "algo.network=transformer: must be one of"),

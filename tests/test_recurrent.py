@@ -71,7 +71,10 @@ def test_patch_conv_equals_lax_conv_with_gradients_under_vmap():
     def loss(cnn, p, x):
         return jnp.sum(jnp.sin(cnn.apply(p, x)))
 
-    for fn in (lambda c: jax.vmap(lambda p, x: loss(c, p, x)), lambda c: jax.vmap(jax.grad(lambda p, x: loss(c, p, x)))):
+    for fn in (
+        lambda c: jax.vmap(lambda p, x: loss(c, p, x)),
+        lambda c: jax.vmap(jax.grad(lambda p, x: loss(c, p, x))),
+    ):
         got, want = jax.jit(fn(cnn_perf))(params, x), jax.jit(fn(cnn_plain))(params, x)
         for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

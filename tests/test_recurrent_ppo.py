@@ -69,16 +69,14 @@ def test_sequence_loss_and_gradients_equal_a_plain_loop(network):
         target=jax.random.normal(keys[6], (T, M)),
     )
     seq = ppo.SequenceBatch(batch, jax.random.normal(keys[7], (M, net.carry_size)), reset)
-    (loss, _), grads = jax.jit(
-        jax.value_and_grad(lambda p: ppo.ppo_loss(p, net, seq, hp), has_aux=True)
-    )(state.params)
+    (loss, _), grads = jax.jit(jax.value_and_grad(lambda p: ppo.ppo_loss(p, net, seq, hp), has_aux=True))(state.params)
     ref_loss, ref_grads = jax.value_and_grad(loop_loss)(
         state.params, net, seq, float(hp.clip_eps), float(hp.vf_coef), float(hp.ent_coef)
     )
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6)
     flat, ref_flat = jax.tree.leaves(grads), jax.tree.leaves(ref_grads)
     assert len(flat) == len(ref_flat) > 4
-    for g, r in zip(flat, ref_flat):
+    for g, r in zip(flat, ref_flat, strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-6)
     # the loss sees the resets: without them it differs
     no_reset = seq._replace(reset=jnp.zeros_like(reset))

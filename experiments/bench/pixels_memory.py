@@ -64,7 +64,11 @@ def sequence_grads(lengths: list[int], envs: int = 16, reps: int = 5) -> list[di
     rows = []
     for length in lengths:
         row = {"T": length, "envs": envs}
-        for label, network, method in (("gru", "gru", None), ("lru", "lru", "associative"), ("lru_scan", "lru", "scan")):
+        for label, network, method in (
+            ("gru", "gru", None),
+            ("lru", "lru", "associative"),
+            ("lru_scan", "lru", "scan"),
+        ):
             algo = ppo.PPOConfig(network=network, rnn_size=128, hidden_sizes=(128,), num_steps=length)
             net = ppo.make_network(algo, env)
             if method is not None:
