@@ -16,6 +16,10 @@
 #                        site-packages are not touched.
 # JAXRL_GPU_SMOKE=1 runs every step at tiny sizes on any backend (seconds each):
 # a check of the script itself, not a benchmark.
+# JAXRL_GPU_SUITE=minatar runs, instead of the steps below, the MinAtar CNN
+# presets at their full 10M env steps on 4 seeds (one game per step, 25 minutes
+# each at most: a session with more than 8 minutes of GPU) and
+# experiments/bench/pixels_memory.py.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=experiments/results/gpu
@@ -69,6 +73,16 @@ if [ "$SMOKE" = 1 ]; then
 else
   SCALING=(--envs 256 2048 8192 --seeds 16 256 1024); MAIN=(seeds=16); CEILING=(--seeds 1 16 256)
   ANT=(seeds=4 total_timesteps=5000000); DEVICES=(--devices 1)
+fi
+if [ "${JAXRL_GPU_SUITE:-}" = minatar ]; then
+  if [ "$SMOKE" = 1 ]; then MINATAR=(seeds=1 total_timesteps=16384 num_evals=1 eval.episodes=2); PM=(--steps 16384 --seeds 1 --lengths 8)
+  else MINATAR=(seeds=4); PM=(); fi
+  for game in Breakout Asterix Freeway SpaceInvaders Seaquest; do
+    step 1500 "$P" -m jaxrl.train env="$game-MinAtar" "${MINATAR[@]}" progress=false run_dir="$OUT/minatar-$game"
+  done
+  step 600 "$P" experiments/bench/pixels_memory.py "${PM[@]}" --out "$OUT/pixels_memory.json"
+  echo "results in $OUT"
+  exit 0
 fi
 # 1. CartPole PPO at GPU sizes: envs × seeds, 128 steps, 4 × 4 minibatches.
 step 150 "$P" experiments/bench/scaling.py "${SCALING[@]}" --out "$OUT/scaling.json"

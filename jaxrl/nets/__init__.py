@@ -12,6 +12,7 @@ from jaxrl.nets.networks import (
     dense,
     is_recurrent,
     make_torso,
+    patch_conv,
     register_torso,
     torso_names,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "check_network",
     "dense",
     "make_torso",
+    "patch_conv",
     "register_torso",
     "torso_names",
 ]
