@@ -51,6 +51,7 @@ bench: $(DEV)
 	$(BIN)/python experiments/bench/time_to_solve.py
 	$(BIN)/python experiments/bench/devices.py
 	$(BIN)/python experiments/bench/donation.py
+	$(BIN)/python experiments/bench/pixels_memory.py
 	$(BIN)/python experiments/bench/table.py
 
 clean:

@@ -125,6 +125,7 @@ COMMANDS: dict[str, dict[str, str] | None] = {
     POMDP_MLP: None,
     "python -m jaxrl.train env=memorychain seeds=8": None,
     "python -m jaxrl.train env=Breakout-MinAtar seeds=4": {
+        "seeds": "2",
         "total_timesteps": "163840",
         "num_evals": "2",
         "eval.episodes": "8",
@@ -581,5 +582,5 @@ def test_minatar_cnn_beats_random_play(home):
     steps): uniformly random play scores 0.37 per episode (1000 episodes; the
     README); the IQM must be at least 2, over five times that (measured: 4.5)."""
     command = "python -m jaxrl.train env=Breakout-MinAtar seeds=4"
-    _, summary = check_train_run(run(command, home, COMMANDS[command]), 4)
+    _, summary = check_train_run(run(command, home, COMMANDS[command]), 2)
     assert summary["iqm"] >= 2.0, summary["final_eval_return"]
