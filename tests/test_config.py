@@ -27,7 +27,7 @@ def test_defaults_presets_and_overrides():
 
 
 def test_env_without_preset_uses_defaults():
-    config = parse(["env=Breakout-MinAtar"])
+    config = parse(["env=Catch-bsuite"])
     assert config.num_envs == 4 and config.algo.lr == pytest.approx(2.5e-4)
 
 
