@@ -489,31 +489,53 @@ def learn(
     size = batch.advantage.shape[0]
     n_mb = algo.num_minibatches
 
-    def epoch(carry, _):
-        params, opt_state, lr, key, sums = carry
-        key, key_perm = jax.random.split(key)
+    def minibatches(key_perm):
         rows = perf_lib.permutation(network.perf, key_perm, size).reshape(n_mb, size // n_mb)  # [n_mb, mb]
         adv = jnp.take(batch.advantage, rows, axis=0)
         if algo.normalize_advantages:  # per minibatch, for all of them in one pass
             mean = adv.mean(axis=1, keepdims=True)
             std = jnp.sqrt(jnp.mean(jnp.square(adv - mean), axis=1, keepdims=True))
             adv = (adv - mean) / (std + 1e-8)
+        return rows, adv
 
-        def minibatch(carry, xs):
+    def step(params, opt_state, lr, xs):
+        mb_rows, mb_adv = xs
+        # The minibatch's rows are gathered here, inside its step, rather
+        # than as a shuffled copy of every batch leaf per epoch: the same
+        # values, and the one-seed program ran 4–6 % faster
+        # (experiments/PERFORMANCE_LOG.md, round 10).
+        mb = jax.tree.map(lambda x: jnp.take(x, mb_rows, axis=0), batch._replace(advantage=None))
+        mb = mb._replace(advantage=mb_adv)
+        return sgd_step(params, opt_state, lr, mb, hp, network, algo, advantages_normalized=True, optimizer=optimizer)
+
+    return run_epochs(params, opt_state, lr, key, algo, minibatches, step)
+
+
+def run_epochs(
+    params: Any,
+    opt_state: Any,
+    lr: jax.Array,
+    key: jax.Array,
+    algo: PPOConfig,
+    minibatches: Any,
+    step: Any,
+) -> StepResult:
+    """``algo.update_epochs`` epochs; each draws its shuffle key, gets
+    ``minibatches(key) -> xs`` (leading axis ``num_minibatches``) and scans
+    ``step(params, opt_state, lr, x) -> StepResult`` over them. Metrics are
+    means over all steps."""
+    n_mb = algo.num_minibatches
+
+    def epoch(carry, _):
+        params, opt_state, lr, key, sums = carry
+        key, key_perm = jax.random.split(key)
+
+        def minibatch(carry, x):
             params, opt_state, lr, sums = carry
-            mb_rows, mb_adv = xs
-            # The minibatch's rows are gathered here, inside its step, rather
-            # than as a shuffled copy of every batch leaf per epoch: the same
-            # values, and the one-seed program ran 4–6 % faster
-            # (experiments/PERFORMANCE_LOG.md, round 10).
-            mb = jax.tree.map(lambda x: jnp.take(x, mb_rows, axis=0), batch._replace(advantage=None))
-            mb = mb._replace(advantage=mb_adv)
-            out = sgd_step(
-                params, opt_state, lr, mb, hp, network, algo, advantages_normalized=True, optimizer=optimizer
-            )
+            out = step(params, opt_state, lr, x)
             return (out.params, out.opt_state, out.lr, sums + jnp.stack([*out.metrics, out.grad_norm])), None
 
-        (params, opt_state, lr, sums), _ = jax.lax.scan(minibatch, (params, opt_state, lr, sums), (rows, adv))
+        (params, opt_state, lr, sums), _ = jax.lax.scan(minibatch, (params, opt_state, lr, sums), minibatches(key_perm))
         return (params, opt_state, lr, key, sums), None
 
     # The key rides in the carry (not as scanned-over xs) so jax.debug_key_reuse
@@ -547,30 +569,18 @@ def learn_sequences(
     num_envs = batch.carry.shape[0]
     n_mb = algo.num_minibatches
 
-    def epoch(carry, _):
-        params, opt_state, lr, key, sums = carry
-        key, key_perm = jax.random.split(key)
-        cols = perf_lib.permutation(network.perf, key_perm, num_envs).reshape(n_mb, num_envs // n_mb)
+    def minibatches(key_perm):
+        return perf_lib.permutation(network.perf, key_perm, num_envs).reshape(n_mb, num_envs // n_mb)
 
-        def minibatch(carry, mb_cols):
-            params, opt_state, lr, sums = carry
-            mb = SequenceBatch(
-                jax.tree.map(lambda x: jnp.take(x, mb_cols, axis=1), batch.batch),
-                jnp.take(batch.carry, mb_cols, axis=0),
-                jnp.take(batch.reset, mb_cols, axis=1),
-            )
-            out = sgd_step(params, opt_state, lr, mb, hp, network, algo, optimizer=optimizer)
-            return (out.params, out.opt_state, out.lr, sums + jnp.stack([*out.metrics, out.grad_norm])), None
+    def step(params, opt_state, lr, mb_cols):
+        mb = SequenceBatch(
+            jax.tree.map(lambda x: jnp.take(x, mb_cols, axis=1), batch.batch),
+            jnp.take(batch.carry, mb_cols, axis=0),
+            jnp.take(batch.reset, mb_cols, axis=1),
+        )
+        return sgd_step(params, opt_state, lr, mb, hp, network, algo, optimizer=optimizer)
 
-        (params, opt_state, lr, sums), _ = jax.lax.scan(minibatch, (params, opt_state, lr, sums), cols)
-        return (params, opt_state, lr, key, sums), None
-
-    zeros = jnp.zeros((len(LossMetrics._fields) + 1,), jnp.float32)
-    (params, opt_state, lr, _, sums), _ = jax.lax.scan(
-        epoch, (params, opt_state, lr, key, zeros), None, length=algo.update_epochs
-    )
-    means = sums / float(algo.update_epochs * n_mb)
-    return StepResult(params, opt_state, lr, LossMetrics(*means[:-1]), means[-1])
+    return run_epochs(params, opt_state, lr, key, algo, minibatches, step)
 
 
 # ---------------------------------------------------------------------------
@@ -603,6 +613,24 @@ def _value(state: PPOState, raw: jax.Array, algo: Any) -> jax.Array:
     if getattr(algo, "normalize_value", False):
         return raw * jnp.sqrt(state.value_stats.var + 1e-8) + state.value_stats.mean
     return raw
+
+
+def step_transition(obs: jax.Array, action: jax.Array, out: Any) -> Transition:
+    """A rollout step's :class:`Transition` from the env's step output, the
+    log-prob and values left empty (the rollouts fill them in batched)."""
+    return Transition(
+        obs=obs,
+        action=action,
+        log_prob=None,
+        value=None,
+        next_value=None,
+        reward=out.reward,
+        terminated=out.terminated,
+        truncated=out.truncated,
+        final_obs=out.final_obs,
+        episode_return=out.episode_return,
+        episode_length=out.episode_length,
+    )
 
 
 def rollout(
@@ -645,19 +673,7 @@ def rollout(
         dist = distribution(network, state.params, policy_out)
         action = sample_from_noise(dist, noise_t)
         env_state, out = step_env(draws_t, env_state, env_action(action, network, env), env_params)
-        transition = Transition(
-            obs=obs,
-            action=action,
-            log_prob=None,  # the log-prob and both values are filled in below, batched
-            value=None,
-            next_value=None,
-            reward=out.reward,
-            terminated=out.terminated,
-            truncated=out.truncated,
-            final_obs=out.final_obs,
-            episode_return=out.episode_return,
-            episode_length=out.episode_length,
-        )
+        transition = step_transition(obs, action, out)  # log-prob and values filled in below, batched
         return (env_state, out.obs), (transition, policy_out)
 
     (env_state, obs), (traj, policy_out) = perf_lib.scan(network.perf)(
@@ -709,19 +725,7 @@ def rollout_recurrent(
         dist = distribution(network, params, policy_out)
         action = sample_from_noise(dist, noise_t)
         env_state, out = step_env(draws_t, env_state, env_action(action, network, env), env_params)
-        transition = Transition(
-            obs=obs,
-            action=action,
-            log_prob=None,
-            value=None,
-            next_value=None,
-            reward=out.reward,
-            terminated=out.terminated,
-            truncated=out.truncated,
-            final_obs=out.final_obs,
-            episode_return=out.episode_return,
-            episode_length=out.episode_length,
-        )
+        transition = step_transition(obs, action, out)
         next_h = reset_carry(h, jnp.logical_or(out.terminated, out.truncated))
         return (env_state, out.obs, next_h), (transition, policy_out, features, h)
 
