@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-__all__ = ["ReplayBuffer", "init", "add", "sample", "sample_indices", "take"]
+__all__ = ["ReplayBuffer", "init", "add", "sample", "sample_indices", "sequence_indices", "take"]
 
 
 @struct.dataclass
@@ -64,3 +64,22 @@ def sample_indices(buffer: ReplayBuffer, key: jax.Array, shape: tuple[int, ...])
 def take(buffer: ReplayBuffer, index: jax.Array) -> Any:
     """The items at slot ``index`` ``[...]`` (leaves ``[..., *item]``)."""
     return jax.tree.map(lambda store: store[index], buffer.data)
+
+
+def sequence_indices(
+    buffer: ReplayBuffer, key: jax.Array, shape: tuple[int, ...], length: int, stride: int
+) -> jax.Array:
+    """int32 slot indices ``[*shape, length]`` of sequences of ``length`` items
+    ``stride`` slots apart, each starting uniformly at a filled slot whose whole
+    sequence has been written (:func:`take` gathers them).
+
+    With ``N`` envs written as ``add`` of whole steps ``[steps · N]`` (step-major)
+    into a buffer whose capacity is a multiple of ``N``, ``stride = N`` makes each
+    sequence ``length`` consecutive steps of one env (n-step returns). Starts are
+    counted from the oldest slot, so a sequence never runs past the newest item or
+    across the write pointer."""
+    capacity = buffer.capacity
+    valid = jnp.maximum(buffer.size - (length - 1) * stride, 1)
+    offset = jax.random.randint(key, shape, 0, valid)
+    start = (buffer.position - buffer.size + offset) % capacity
+    return (start[..., None] + stride * jnp.arange(length)) % capacity
