@@ -29,7 +29,9 @@ __all__ = [
     "MLP",
     "CNN",
     "ActorCritic",
+    "QNetwork",
     "ACTIVATIONS",
+    "NORMS",
     "TorsoFactory",
     "dense_dot_general",
     "orthogonal",
@@ -54,6 +56,15 @@ ACTIVATIONS = {
 }
 
 
+NORMS = ("none", "layer_norm")
+
+
+def _normalize(x: jax.Array, norm: str) -> jax.Array:
+    """``x`` through a LayerNorm (``norm="layer_norm"``, before the activation as in
+    PQN, Gallici et al., 2024) or unchanged (``"none"``)."""
+    return nn.LayerNorm()(x) if norm == "layer_norm" else x
+
+
 def dense(features: int, scale: float, name: str | None = None, perf: bool = True) -> nn.Dense:
     """``nn.Dense`` ``[..., in] → [..., features]``: orthogonal kernel of gain
     ``scale`` (:func:`orthogonal`), zero bias; the :func:`dense_dot_general`
@@ -70,12 +81,14 @@ def dense(features: int, scale: float, name: str | None = None, perf: bool = Tru
 class MLP(nn.Module):
     """``[..., *obs] → [..., hidden_sizes[-1]]``, activation after every layer;
     the last ``obs_ndim`` axes are flattened first (an image becomes a vector).
+    ``norm``: a LayerNorm before each activation (``"layer_norm"``) or none.
     ``perf``: the layers' XLA:CPU product (:func:`dense`)."""
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
     obs_ndim: int = 1
     perf: bool = True
+    norm: str = "none"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -83,7 +96,7 @@ class MLP(nn.Module):
         if self.obs_ndim > 1:
             x = x.reshape(x.shape[: x.ndim - self.obs_ndim] + (-1,))
         for width in self.hidden_sizes:
-            x = act(dense(width, np.sqrt(2.0), perf=self.perf)(x))
+            x = act(_normalize(dense(width, np.sqrt(2.0), perf=self.perf)(x), self.norm))
         return x
 
 
@@ -127,7 +140,8 @@ class CNN(nn.Module):
     activation after each), flattened, then the MLP of ``hidden_sizes``
     (the MinAtar network of Young & Tian, 2019, with the defaults 16 × 3², 128).
     Kernels orthogonal with gain √2, zero biases; ``perf`` computes the
-    convolutions as patches × kernel (:func:`patch_conv`)."""
+    convolutions as patches × kernel (:func:`patch_conv`); ``norm`` as :class:`MLP`'s,
+    after every convolution and dense layer."""
 
     channels: Sequence[int] = (16,)
     kernels: Sequence[int] = (3,)
@@ -135,6 +149,7 @@ class CNN(nn.Module):
     hidden_sizes: Sequence[int] = (128,)
     activation: str = "relu"
     perf: bool = True
+    norm: str = "none"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -151,10 +166,10 @@ class CNN(nn.Module):
                 bias_init=nn.initializers.zeros,
                 conv_general_dilated=patch_conv if self.perf else None,
             )
-            x = act(conv(x))
+            x = act(_normalize(conv(x), self.norm))
         x = x.reshape(batch + (-1,))
         for width in self.hidden_sizes:
-            x = act(dense(width, np.sqrt(2.0), perf=self.perf)(x))
+            x = act(_normalize(dense(width, np.sqrt(2.0), perf=self.perf)(x), self.norm))
         return x
 
 
@@ -217,6 +232,26 @@ class ActorCritic(nn.Module):
         return self.log_std_param if not self.discrete else jnp.zeros((0,))
 
 
+class QNetwork(nn.Module):
+    """Action values ``obs [..., *obs_shape] → Q [..., n]`` for ``n`` discrete actions:
+    ``torso`` under a linear head, or under a dueling head (Wang et al., 2016,
+    arXiv:1511.06581), ``Q = V + A − mean_a A``. ``perf`` as :class:`ActorCritic`'s."""
+
+    action_dim: int
+    torso: nn.Module
+    dueling: bool = False
+    perf: bool = True
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        x = with_perf(self.torso, self.perf).clone(parent=self, name="q_torso")(obs)
+        if not self.dueling:
+            return dense(self.action_dim, 1.0, name="q_head", perf=self.perf)(x)
+        advantage = dense(self.action_dim, 1.0, name="advantage_head", perf=self.perf)(x)
+        value = dense(1, 1.0, name="value_head", perf=self.perf)(x)
+        return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+
+
 def with_perf(module: nn.Module, perf: bool) -> nn.Module:
     """``module`` with its ``perf`` field set (a module without one, as given)."""
     if "perf" in {f.name for f in dataclasses.fields(module)}:
@@ -239,7 +274,7 @@ TorsoFactory = Callable[[Any, tuple[int, ...]], nn.Module]
 
 
 def _mlp(algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
-    return MLP(tuple(algo.hidden_sizes), algo.activation, len(obs_shape))
+    return MLP(tuple(algo.hidden_sizes), algo.activation, len(obs_shape), norm=getattr(algo, "norm", "none"))
 
 
 # Conv layout defaults for configs without the fields (PPO's config has them).
@@ -260,7 +295,9 @@ def _cnn(algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
             "pass algo.network=mlp (or auto)",
         )
     channels, kernels, strides = conv_layout(algo)
-    return CNN(channels, kernels, strides, tuple(algo.hidden_sizes), algo.activation)
+    return CNN(
+        channels, kernels, strides, tuple(algo.hidden_sizes), algo.activation, norm=getattr(algo, "norm", "none")
+    )
 
 
 def _auto(algo: Any, obs_shape: tuple[int, ...]) -> nn.Module:
