@@ -41,7 +41,7 @@ from jaxrl.core.config import PBT_BOUNDS, Config
 from jaxrl.core.contract import Agent, Algorithm, own_metrics
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Discrete, Env
-from jaxrl.nets.networks import ActorCritic, check_network, is_recurrent, make_torso
+from jaxrl.nets.networks import NORMS, ActorCritic, check_network, is_recurrent, make_torso
 from jaxrl.nets.networks import init as init_network
 from jaxrl.nets.recurrent import RecurrentActorCritic, reset_carry
 from jaxrl.rl import normalize, optim
@@ -64,6 +64,8 @@ __all__ = [
     "LossMetrics",
     "UpdateMetrics",
     "make_network",
+    "values_and_next",
+    "validate_torso",
     "distribution",
     "loss_from_outputs",
     "ppo_loss",
@@ -519,11 +521,12 @@ def run_epochs(
     algo: PPOConfig,
     minibatches: Any,
     step: Any,
+    metrics_type: type = LossMetrics,
 ) -> StepResult:
     """``algo.update_epochs`` epochs; each draws its shuffle key, gets
     ``minibatches(key) -> xs`` (leading axis ``num_minibatches``) and scans
-    ``step(params, opt_state, lr, x) -> StepResult`` over them. Metrics are
-    means over all steps."""
+    ``step(params, opt_state, lr, x) -> StepResult`` over them. Metrics (a
+    ``metrics_type`` NamedTuple of scalars; PQN has its own) are means over all steps."""
     n_mb = algo.num_minibatches
 
     def epoch(carry, _):
@@ -542,12 +545,12 @@ def run_epochs(
     # can follow it under vmap. Metrics are summed in the carry (one vector:
     # the loss metrics, then the gradient norm), in step order, so a seed's
     # numbers do not depend on how many seeds are vmapped beside it.
-    zeros = jnp.zeros((len(LossMetrics._fields) + 1,), jnp.float32)
+    zeros = jnp.zeros((len(metrics_type._fields) + 1,), jnp.float32)
     (params, opt_state, lr, _, sums), _ = jax.lax.scan(
         epoch, (params, opt_state, lr, key, zeros), None, length=algo.update_epochs
     )
     means = sums / float(algo.update_epochs * n_mb)
-    return StepResult(params, opt_state, lr, LossMetrics(*means[:-1]), means[-1])
+    return StepResult(params, opt_state, lr, metrics_type(*means[:-1]), means[-1])
 
 
 def learn_sequences(
@@ -680,25 +683,43 @@ def rollout(
         step, (state.env_state, state.obs), (noise, env_draws)
     )
     traj = traj._replace(log_prob=log_prob(distribution(network, state.params, policy_out), traj.action))
-    per_env = truncation_slots(steps, env.truncation_period(env_params))
-    compact = per_env is not None
-    if not compact:
-        extra = traj.final_obs  # V(final_obs) of every step
-    else:  # only where an env truncated, and after the last step
-        index = truncation_index(traj.truncated, per_env)
-        picked = jnp.take_along_axis(traj.final_obs, index.reshape(index.shape + (1,) * len(env.obs_shape)), axis=0)
-        extra = jnp.concatenate([picked, obs[None]])
-    raw = network.apply(
-        state.params, prepare_obs(state, jnp.concatenate([traj.obs, extra]), algo), method=ActorCritic.value
+
+    def value_fn(x: jax.Array) -> jax.Array:
+        raw = network.apply(state.params, prepare_obs(state, x, algo), method=ActorCritic.value)
+        return _value(state, raw, algo)
+
+    value, next_value = values_and_next(
+        value_fn, traj.obs, traj.final_obs, traj.truncated, obs, env.truncation_period(env_params)
     )
-    values = _value(state, raw, algo)
-    value, extra_values = values[:steps], values[steps:]
-    if compact:
-        next_value = next_values_from(value, extra_values, index, traj.truncated)
-    else:
-        next_value = extra_values
     traj = traj._replace(value=value, next_value=next_value)
     return state.replace(env_state=env_state, obs=obs, key=key), traj
+
+
+def values_and_next(
+    value_fn: Any, obs: jax.Array, final_obs: jax.Array, truncated: jax.Array, last_obs: jax.Array, period: int | None
+) -> tuple[jax.Array, jax.Array]:
+    """``(V(s_t), V(final_obs_t))``, each ``[T, N]``, of a rollout's observations
+    ``[T, N, *obs]`` in one batched pass of ``value_fn`` (``[..., *obs] → [...]``;
+    PQN passes ``max_a Q``). ``final_obs_t`` is ``s_{t+1}`` unless step ``t``
+    ended an episode, so when the truncation is a time limit of ``period`` steps
+    the pass covers ``V(s_t)``, the at most ``⌈T / P⌉`` truncations per env and the
+    last observation ``last_obs`` ``[N, *obs]`` — ``T + ⌈T / P⌉ + 1`` rows per env
+    instead of ``2T`` (:func:`next_values_from`)."""
+    steps = obs.shape[0]
+    per_env = truncation_slots(steps, period)
+    compact = per_env is not None
+    if not compact:
+        extra = final_obs  # V(final_obs) of every step
+    else:  # only where an env truncated, and after the last step
+        index = truncation_index(truncated, per_env)
+        obs_ndim = obs.ndim - 2
+        picked = jnp.take_along_axis(final_obs, index.reshape(index.shape + (1,) * obs_ndim), axis=0)
+        extra = jnp.concatenate([picked, last_obs[None]])
+    values = value_fn(jnp.concatenate([obs, extra]))
+    value, extra_values = values[:steps], values[steps:]
+    if compact:
+        return value, next_values_from(value, extra_values, index, truncated)
+    return value, extra_values
 
 
 def rollout_recurrent(
@@ -1144,6 +1165,14 @@ PRESETS: dict[str, dict[str, Any]] = {
 def validate_network(algo: Any, recurrent: bool = False) -> None:
     """The actor-critic settings PPO, A2C and REINFORCE share; ``recurrent``:
     the algorithm trains recurrent torsos (PPO does)."""
+    validate_torso(algo, recurrent)
+    require_one_of("algo.squash", algo.squash, ("tanh", "clip"), "tanh")
+    require_one_of("algo.gae_method", algo.gae_method, ("auto", "associative", "scan"), "auto")
+
+
+def validate_torso(algo: Any, recurrent: bool = False) -> None:
+    """``algo.network`` and the torso's layout (MLP, conv layers, recurrent size);
+    ``recurrent``: the algorithm trains recurrent torsos."""
     check_network(algo)
     check_mlp(algo)
     if is_recurrent(algo.network) and not recurrent:
@@ -1170,8 +1199,8 @@ def validate_network(algo: Any, recurrent: bool = False) -> None:
             )
     if hasattr(algo, "rnn_size"):
         require_positive_int("algo.rnn_size", algo.rnn_size, 128)
-    require_one_of("algo.squash", algo.squash, ("tanh", "clip"), "tanh")
-    require_one_of("algo.gae_method", algo.gae_method, ("auto", "associative", "scan"), "auto")
+    if hasattr(algo, "norm"):
+        require_one_of("algo.norm", algo.norm, NORMS, NORMS[0])
 
 
 def validate(config: Config) -> None:

@@ -29,14 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl import perf as perf_lib
-from jaxrl.core.checks import (
-    check_mlp,
-    check_positive,
-    require_positive_int,
-    require_unit_interval,
-    require_update_count,
-)
+from jaxrl.algos import replay
+from jaxrl.core.checks import check_mlp, check_positive, require_unit_interval
 from jaxrl.core.config import PBT_BOUNDS, Config
 from jaxrl.core.contract import Agent, Algorithm, own_metrics
 from jaxrl.core.errors import ConfigError
@@ -391,9 +385,8 @@ def make_agent(
     critic = Critic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf)
     optimizer = optim.make(optimizer)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
-    grad_steps = max(1, round(algo.utd * num_envs * algo.num_steps))
-    warmup = -(-int(algo.learning_starts) // num_envs)  # env steps per env
-    step_envs = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
+    grad_steps = replay.gradient_steps(algo, num_envs)
+    warmup = replay.warmup_per_env(algo.learning_starts, num_envs)  # env steps per env
 
     def to_env(action: jax.Array) -> jax.Array:
         return low + (action + 1.0) * 0.5 * (high - low)
@@ -401,37 +394,29 @@ def make_agent(
     def prep(state: SACState, obs: jax.Array) -> jax.Array:
         return normalize.normalize(state.obs_stats, obs) if algo.normalize_obs else obs
 
-    def env_steps(state: SACState, steps: int, random: bool) -> tuple[SACState, Any]:
+    def env_steps(state: SACState, steps: int, random: bool) -> tuple[SACState, replay.Collected]:
         """``steps`` steps of every env, then their ``steps · N`` transitions into
-        the buffer in step order. The action noise and the env randomness
-        (:meth:`Env.draw_steps`) of all steps are drawn up front (one call
-        each), so the loop runs only the policy, the sampling and the env."""
+        the buffer in step order (:func:`jaxrl.algos.replay.collect`); the action
+        noise of all steps is drawn up front in one call."""
         key, key_act, key_env = jax.random.split(state.key, 3)
         if random:
             draws = jax.random.uniform(key_act, (steps, num_envs, dim), minval=-1.0, maxval=1.0)
         else:
             draws = jax.random.normal(key_act, (steps, num_envs, dim))
-        env_draws = env.draw_steps(jax.random.split(key_env, (steps, num_envs)), env_params)
 
-        def one(carry, inputs):
-            env_state, obs = carry
-            draw, env_draw = inputs
+        def policy(obs: jax.Array, draw: jax.Array) -> tuple[jax.Array, jax.Array]:
             if random:
-                action = draw
-            else:
-                action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).from_noise(draw)
-            env_state, out = step_envs(env_draw, env_state, to_env(action), env_params)
-            transition = Transition(obs, action, out.reward, out.terminated, out.final_obs)
-            if random:  # the warm-up keeps only the transitions (and the observations seen)
-                return (env_state, out.obs), (transition, (obs,) if algo.normalize_obs else ())
-            return (env_state, out.obs), (transition, (out.done, out.episode_return, out.episode_length, obs))
+                return draw, to_env(draw)
+            action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).from_noise(draw)
+            return action, to_env(action)
 
-        (env_state, obs), (transitions, trace) = perf_lib.scan(perf)(
-            one, (state.env_state, state.obs), (draws, env_draws), length=steps
+        def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition:
+            return Transition(obs, action, out.reward, out.terminated, out.final_obs)
+
+        c = replay.collect(
+            env, env_params, state.env_state, state.obs, state.buffer, key_env, draws, policy, item, perf
         )
-        flat = jax.tree.map(lambda x: x.reshape((steps * num_envs,) + x.shape[2:]), transitions)
-        buffer = buffers.add(state.buffer, flat)
-        return state.replace(env_state=env_state, obs=obs, key=key, buffer=buffer), trace
+        return state.replace(env_state=c.env_state, obs=c.obs, key=key, buffer=c.buffer), c
 
     def init(key: jax.Array, hp: HParams) -> SACState:
         key_params, key_env, key = jax.random.split(key, 3)
@@ -462,16 +447,16 @@ def make_agent(
             key=key,
         )
         if warmup:
-            state, trace = env_steps(state, warmup, random=True)
+            state, collected = env_steps(state, warmup, random=True)
             if algo.normalize_obs:
-                state = state.replace(obs_stats=normalize.update(state.obs_stats, trace[0]))
+                state = state.replace(obs_stats=normalize.update(state.obs_stats, collected.seen_obs))
         return state
 
     def update(state: SACState, hp: HParams, update_idx: jax.Array) -> tuple[SACState, UpdateMetrics]:
         del update_idx
-        state, (done, ep_return, ep_length, seen_obs) = env_steps(state, algo.num_steps, random=False)
+        state, collected = env_steps(state, algo.num_steps, random=False)
         if algo.normalize_obs:
-            state = state.replace(obs_stats=normalize.update(state.obs_stats, seen_obs))
+            state = state.replace(obs_stats=normalize.update(state.obs_stats, collected.seen_obs))
 
         # every gradient step's batch indices and policy noise in one draw each
         # (the buffer does not change while they run)
@@ -488,16 +473,13 @@ def make_agent(
 
         state, m = jax.lax.scan(learn, state.replace(key=key), (index, noise))
         m = jax.tree.map(jnp.mean, m)
-        done_f = done.astype(jnp.float32)
         finite = (
             jnp.isfinite(m.critic_loss)
             & jnp.isfinite(m.actor_loss)
             & optim.tree_all_finite((state.actor_params, state.critic_params, state.log_alpha))
         )
         metrics = UpdateMetrics(
-            episode_return_sum=jnp.sum(ep_return * done_f),
-            episode_length_sum=jnp.sum(ep_length * done_f),
-            episodes=jnp.sum(done.astype(jnp.int32)),
+            **replay.episode_sums(collected.done, collected.episode_return, collected.episode_length),
             loss=m.critic_loss,
             actor_loss=m.actor_loss,
             alpha_loss=m.alpha_loss,
@@ -555,20 +537,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 def validate(config: Config) -> None:
     """SAC's checks beyond the common ones (buffer, warm-up, ranges)."""
     algo = config.algo
-    require_positive_int("algo.num_steps", algo.num_steps, 1)
-    require_positive_int("algo.batch_size", algo.batch_size, 256)
-    require_positive_int("algo.buffer_size", algo.buffer_size, 100000)
-    if not algo.utd > 0:
-        raise ConfigError("algo.utd", algo.utd, "must be > 0 (gradient steps per env step)", "pass algo.utd=1")
-    if algo.learning_starts < 0:
-        raise ConfigError("algo.learning_starts", algo.learning_starts, "must be ≥ 0", "pass algo.learning_starts=1000")
-    if algo.buffer_size < config.num_envs * algo.num_steps:
-        raise ConfigError(
-            "algo.buffer_size",
-            algo.buffer_size,
-            f"must hold one update's transitions ({config.num_envs * algo.num_steps})",
-            "pass a larger algo.buffer_size",
-        )
+    replay.validate_replay(config, 256, 100000)
     check_network(algo)
     check_mlp(algo, "[256,256]")
     if not algo.log_std_min < algo.log_std_max:
@@ -582,19 +551,6 @@ def validate(config: Config) -> None:
     if not 0.0 < float(algo.tau) <= 1.0:
         raise ConfigError("algo.tau", algo.tau, "must lie in (0, 1]", "pass algo.tau=0.005")
     check_positive(algo, "lr", "alpha_lr", "init_alpha", "max_grad_norm")
-    if config.total_timesteps < config.num_envs * algo.num_steps + algo.learning_starts:
-        raise ConfigError(
-            "total_timesteps",
-            config.total_timesteps,
-            f"is below the warm-up plus one update ({algo.learning_starts} + {config.num_envs * algo.num_steps})",
-            "pass a larger total_timesteps or a smaller algo.learning_starts",
-        )
-    require_update_count(config, config.num_envs * algo.num_steps, algo.learning_starts)
-
-
-def warmup(algo: SACConfig, num_envs: int) -> int:
-    """Env steps per member of the random-action warm-up, whole steps of all envs."""
-    return -(-int(algo.learning_starts) // num_envs) * num_envs
 
 
 ALGORITHM = Algorithm(
@@ -606,7 +562,7 @@ ALGORITHM = Algorithm(
     metrics=own_metrics(UpdateMetrics),
     description="Soft Actor-Critic: twin critics, Polyak targets, automatic temperature, on-device replay",
     actions=("continuous",),
-    warmup=warmup,
+    warmup=replay.warmup,
     presets=PRESETS,
     validate=validate,
     pbt_bounds={

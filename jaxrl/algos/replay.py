@@ -1,0 +1,126 @@
+"""What the replay-buffer learners (SAC, TD3, DQN) share: stepping ``N`` envs for
+``T`` steps into the on-device buffer, the random-action warm-up's size, the
+episode statistics of an update and the checks of their common settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl import perf as perf_lib
+from jaxrl.core.checks import require_positive_int, require_update_count
+from jaxrl.core.errors import ConfigError
+from jaxrl.envs.core import Env
+from jaxrl.rl import buffers
+
+__all__ = ["Collected", "collect", "warmup_per_env", "warmup", "episode_sums", "validate_replay"]
+
+
+class Collected(NamedTuple):
+    """``T`` steps of ``N`` envs: the new env state and observation, the buffer with
+    the ``T·N`` new items (step-major) and, per step ``[T, N]``, the episode ends and
+    statistics and the observations acted on (``[T, N, *obs]``)."""
+
+    env_state: Any
+    obs: jax.Array
+    buffer: buffers.ReplayBuffer
+    done: jax.Array
+    episode_return: jax.Array
+    episode_length: jax.Array
+    seen_obs: jax.Array
+
+
+def collect(
+    env: Env,
+    env_params: Any,
+    env_state: Any,
+    obs: jax.Array,
+    buffer: buffers.ReplayBuffer,
+    key_env: jax.Array,
+    draws: Any,
+    policy: Callable[[jax.Array, Any], tuple[jax.Array, jax.Array]],
+    item: Callable[[jax.Array, jax.Array, Any], Any],
+    perf: bool,
+) -> Collected:
+    """Step the envs once per leading entry of ``draws`` (a pytree ``[T, N, ...]`` of
+    the policy's randomness, drawn up front by the caller) and write the items to
+    ``buffer`` in step order. ``policy(obs [N, *obs], draw [N, ...]) -> (stored
+    action, env action)``; ``item(obs, stored action, env step output) ->`` one
+    buffer item per env. The env randomness of all steps is drawn here in one call
+    (:meth:`Env.draw_steps`), so the loop runs only the policy and the env."""
+    steps, num_envs = jax.tree.leaves(draws)[0].shape[:2]
+    step_envs = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
+    env_draws = env.draw_steps(jax.random.split(key_env, (steps, num_envs)), env_params)
+
+    def one(carry, inputs):
+        env_state, obs = carry
+        draw, env_draw = inputs
+        stored, action = policy(obs, draw)
+        env_state, out = step_envs(env_draw, env_state, action, env_params)
+        return (env_state, out.obs), (item(obs, stored, out), out.done, out.episode_return, out.episode_length, obs)
+
+    (env_state, obs), (items, done, ep_return, ep_length, seen) = perf_lib.scan(perf)(
+        one, (env_state, obs), (draws, env_draws), length=steps
+    )
+    flat = jax.tree.map(lambda x: x.reshape((steps * num_envs,) + x.shape[2:]), items)
+    return Collected(env_state, obs, buffers.add(buffer, flat), done, ep_return, ep_length, seen)
+
+
+def warmup_per_env(learning_starts: int, num_envs: int) -> int:
+    """Warm-up env steps per env: ``⌈learning_starts / N⌉``."""
+    return -(-int(learning_starts) // num_envs)
+
+
+def warmup(algo: Any, num_envs: int) -> int:
+    """Env steps per member of the random-action warm-up, whole steps of all envs
+    (:attr:`jaxrl.algos.Algorithm.warmup` of every replay learner)."""
+    return warmup_per_env(algo.learning_starts, num_envs) * num_envs
+
+
+def episode_sums(done: jax.Array, episode_return: jax.Array, episode_length: jax.Array) -> dict[str, jax.Array]:
+    """The loop's episode metrics over the episodes that ended in ``done``."""
+    done_f = done.astype(jnp.float32)
+    return {
+        "episode_return_sum": jnp.sum(episode_return * done_f),
+        "episode_length_sum": jnp.sum(episode_length * done_f),
+        "episodes": jnp.sum(done.astype(jnp.int32)),
+    }
+
+
+def gradient_steps(algo: Any, num_envs: int) -> int:
+    """Gradient steps per update: ``round(utd · N · num_steps)``, at least one."""
+    return max(1, round(algo.utd * num_envs * algo.num_steps))
+
+
+def validate_replay(config: Any, batch_example: int, buffer_example: int, steps_example: int = 1) -> None:
+    """The settings every replay learner has: rollout size, batch, buffer, replay
+    ratio, warm-up and a budget of at least the warm-up plus one update."""
+    algo = config.algo
+    require_positive_int("algo.num_steps", algo.num_steps, steps_example)
+    require_positive_int("algo.batch_size", algo.batch_size, batch_example)
+    require_positive_int("algo.buffer_size", algo.buffer_size, buffer_example)
+    if not algo.utd > 0:
+        raise ConfigError("algo.utd", algo.utd, "must be > 0 (gradient steps per env step)", "pass algo.utd=1")
+    if isinstance(algo.learning_starts, bool) or not isinstance(algo.learning_starts, int) or algo.learning_starts < 0:
+        raise ConfigError(
+            "algo.learning_starts", algo.learning_starts, "must be an integer ≥ 0", "pass algo.learning_starts=1000"
+        )
+    rollout = config.num_envs * algo.num_steps
+    if algo.buffer_size < rollout:
+        raise ConfigError(
+            "algo.buffer_size",
+            algo.buffer_size,
+            f"must hold one update's transitions ({rollout})",
+            "pass a larger algo.buffer_size",
+        )
+    if config.total_timesteps < rollout + algo.learning_starts:
+        raise ConfigError(
+            "total_timesteps",
+            config.total_timesteps,
+            f"is below the warm-up plus one update ({algo.learning_starts} + {rollout})",
+            "pass a larger total_timesteps or a smaller algo.learning_starts",
+        )
+    require_update_count(config, rollout, algo.learning_starts)
