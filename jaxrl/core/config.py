@@ -64,6 +64,9 @@ PBT_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "tau": (1e-3, 0.1, True),
     "target_entropy_scale": (0.1, 2.0, False),
     "reward_scale": (0.01, 100.0, True),
+    "q_lambda": (0.0, 1.0, False),
+    "exploration_noise": (0.01, 1.0, True),
+    "target_noise": (0.01, 1.0, True),
 }
 
 

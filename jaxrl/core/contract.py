@@ -176,6 +176,9 @@ _BUILTIN = {
     "sac": "jaxrl.algos.sac",
     "a2c": "jaxrl.algos.a2c",
     "reinforce": "jaxrl.algos.reinforce",
+    "pqn": "jaxrl.algos.pqn",
+    "dqn": "jaxrl.algos.dqn",
+    "td3": "jaxrl.algos.td3",
 }
 _REGISTRY: dict[str, Algorithm] = {}
 
