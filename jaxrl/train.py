@@ -25,6 +25,8 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
 
   env=cartpole            short name (cartpole, acrobot, mountaincar, pendulum,
                           mountaincar-continuous) or any gymnax id (Breakout-MinAtar)
+  algo=ppo                ppo | a2c | reinforce (policy gradient), sac | td3 (continuous,
+                          replay), pqn | dqn (discrete, Q-learning); jaxrl.algos.register adds yours
   seeds=16 | seeds=[0,5]  number of seeds (ids seed..seed+N-1) or explicit ids
   num_envs=4 total_timesteps=5e5 num_evals=20 eval.episodes=16 eval.perturb="length=0.5,1"
   algo.lr=2.5e-4 algo.num_steps=128 algo.update_epochs=4 algo.num_minibatches=4
@@ -35,6 +37,9 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   profile=true (time per update: rollout / advantages / learner, plus a jax.profiler trace)
   perf=auto|on|off (jaxrl's XLA:CPU kernels; auto: on for the CPU backend only)
   compile_cache=auto|off|DIR (persistent XLA cache; auto: $JAXRL_COMPILE_CACHE or ~/.cache/jaxrl/xla)
+  algo=pqn: algo.q_lambda=0.65 algo.eps_end=0.05 algo.exploration_fraction=0.2 algo.norm=layer_norm
+  algo=dqn: algo.buffer_size=50000 algo.tau=0.02 algo.target_update_interval=1 algo.n_step=1 algo.dueling=false
+  algo=td3: algo.exploration_noise=0.1 algo.noise_correlation=0 algo.policy_delay=2 algo.target_noise=0.2
   pbt.population=16 pbt.interval=20 pbt.hparams=[lr,ent_coef,clip_eps]
   (sweeps: python -m jaxrl.sweep …; comparisons: python -m jaxrl.report RUN_DIR …)
 

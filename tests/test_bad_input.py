@@ -96,6 +96,25 @@ CASES = [
     ("train", ["algo.network=transformer"], "algo.network=transformer: must be one of"),
     ("train", ["algo.conv_kernels=[3,3]"], "algo.conv_kernels=[3, 3]: must have one entry per conv layer"),
     ("train", ["algo.rnn_size=0"], "algo.rnn_size=0"),
+    # value-based and deterministic-policy learners (issue: PQN, DQN and TD3)
+    ("train", ["env=pendulum", "algo=dqn"], "algo=dqn: needs discrete actions and Pendulum-v1 has continuous ones"),
+    ("train", ["algo=td3"], "algo=td3: needs continuous actions and CartPole-v1 has discrete ones"),
+    ("train", ["algo=dqn", "algo.buffer_size=64"], "algo.buffer_size=64: must hold at least one batch"),
+    (
+        "train",
+        ["algo=dqn", "num_envs=8", "algo.n_step=5", "algo.buffer_size=32", "algo.batch_size=8"],
+        "algo.n_step=5: needs a buffer of at least n_step × num_envs = 40 transitions",
+    ),
+    ("train", ["algo=pqn", "algo.loss=l1"], "algo.loss=l1: must be mse or huber"),
+    ("train", ["algo=dqn", "algo.norm=batch"], "algo.norm=batch: must be none or layer_norm"),
+    ("train", ["algo=pqn", "algo.eps_end=1.5"], "algo.eps_end=1.5: must lie in [0, 1]"),
+    ("train", ["algo=pqn", "algo.q_lambda=2"], "algo.q_lambda=2.0: must lie in [0, 1]"),
+    ("train", ["algo=pqn", "num_envs=6", "algo.num_minibatches=5"], "algo.num_minibatches=5: must divide the batch"),
+    ("train", ["algo=dqn", "algo.tau=0"], "must lie in (0, 1]"),
+    ("train", ["algo=dqn", "parallel=data"], "parallel=data: splits one run's envs over devices, which dqn does not"),
+    ("train", ["env=pendulum", "algo=td3", "algo.policy_delay=0"], "algo.policy_delay=0: must be a positive integer"),
+    ("train", ["env=pendulum", "algo=td3", "algo.noise_correlation=1"], "must lie in [0, 1) (0: white noise)"),
+    ("train", ["env=pendulum", "algo=td3", "algo.exploration_noise=-1"], "must be ≥ 0"),
 ]
 
 

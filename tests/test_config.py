@@ -36,7 +36,7 @@ BAD = [
     (["env=NoSuchThing-v9"], "env=NoSuchThing-v9", "unknown environment"),
     (["foo=1"], "foo=1", "unknown config key"),
     (["algo.lrr=0.1"], "algo.lrr=0.1", "algo.lr"),
-    (["algo=dqn"], "algo=dqn", "unknown algorithm"),
+    (["algo=rainbow"], "algo=rainbow", "unknown algorithm"),
     (["seeds=0"], "seeds=0", "positive integer"),
     (["seeds=-3"], "seeds=-3", "positive integer"),
     (["seeds=[1,1]"], "seeds=[1, 1]", "distinct"),

@@ -153,6 +153,28 @@ def test_td3_target_by_hand():
 # --- exploration -------------------------------------------------------------------
 
 
+def test_correlated_noise_is_an_ar1_process():
+    """Against a float64 loop; ρ = 0 gives the white draws bit for bit; long runs
+    have unit variance and lag-k autocorrelation ρ^k."""
+    white = np.asarray(jax.random.normal(jax.random.key(0), (50, 3, 2)))
+    last = np.asarray(jax.random.normal(jax.random.key(1), (3, 2)))
+    for rho in (0.0, 0.5, 0.95):
+        got = np.asarray(td3.correlated_noise(jnp.asarray(last), jnp.asarray(white), jnp.float32(rho)))
+        n, want = last.astype(np.float64), []
+        for t in range(50):
+            n = rho * n + np.sqrt(1 - rho**2) * white[t]
+            want.append(n)
+        np.testing.assert_allclose(got, np.stack(want), rtol=1e-5, atol=1e-5)
+        if rho == 0.0:
+            np.testing.assert_array_equal(got, white)
+    long = jax.random.normal(jax.random.key(2), (20000, 64, 1))
+    n = np.asarray(td3.correlated_noise(jnp.zeros((64, 1)), long, jnp.float32(0.9)))[100:, :, 0]
+    assert abs(n.var() - 1.0) < 0.03, n.var()
+    for lag in (1, 5):
+        corr = np.mean(n[lag:] * n[:-lag]) / n.var()
+        assert abs(corr - 0.9**lag) < 0.02, (lag, corr)
+
+
 def test_linear_epsilon_endpoints():
     eps = lambda step, frac=0.5: float(linear_epsilon(step, 1.0, 0.05, frac, 1000))  # noqa: E731
     assert eps(0) == pytest.approx(1.0)
@@ -289,6 +311,7 @@ def test_td3_one_critic_step_per_update_moves_the_actor_every_other_update():
             "algo=td3",
             "num_envs=1",
             "total_timesteps=1024",
+            "algo.num_steps=1",  # over the Pendulum preset's 8: one critic step per update
             "algo.learning_starts=64",
             "algo.hidden_sizes=[16,16]",
         ]

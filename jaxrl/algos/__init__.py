@@ -6,7 +6,9 @@
 >>> jaxrl.algos.register(MY_ALGORITHM)    # then algo=my_algo works everywhere
 
 Built in: ``ppo`` (:mod:`jaxrl.algos.ppo`), ``sac`` (:mod:`jaxrl.algos.sac`), ``a2c``
-(:mod:`jaxrl.algos.a2c`) and ``reinforce`` (:mod:`jaxrl.algos.reinforce`).
+(:mod:`jaxrl.algos.a2c`), ``reinforce`` (:mod:`jaxrl.algos.reinforce`), ``pqn``
+(:mod:`jaxrl.algos.pqn`), ``dqn`` (:mod:`jaxrl.algos.dqn`) and ``td3``
+(:mod:`jaxrl.algos.td3`); :mod:`jaxrl.algos.replay` holds what the replay learners share.
 See ``docs/contributing/algorithm.md`` for adding one.
 """
 

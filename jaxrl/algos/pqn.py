@@ -361,7 +361,50 @@ def make_agent(
 # Declarations for the registry (jaxrl.algos)
 # ---------------------------------------------------------------------------
 
-PRESETS: dict[str, dict[str, Any]] = {}
+# MinAtar (10×10×C grids): purejaxql's PQN settings (128 envs × 32 steps, 2 epochs
+# × 32 minibatches, lr 5e-4, λ 0.65, ε 1 → 0.05 over the first 10 %, 10M steps)
+# with its network: conv 16 × 3², dense 128, LayerNorm before each ReLU.
+MINATAR: dict[str, Any] = {
+    "num_envs": 128,
+    "total_timesteps": 10_000_000,
+    "algo.num_steps": 32,
+    "algo.update_epochs": 2,
+    "algo.num_minibatches": 32,
+    "algo.lr": 5e-4,
+    "algo.q_lambda": 0.65,
+    "algo.exploration_fraction": 0.1,
+    "algo.hidden_sizes": [128],
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    **{f"{game}-MinAtar": dict(MINATAR) for game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders", "Seaquest")},
+    # PQN on CartPole: 16 / 16 seeds solved at 262k env steps per seed in a
+    # 2 × 2 sweep (lr 3e-4/1e-3 × λ 0.65/0.9; README).
+    "CartPole-v1": {
+        "num_envs": 32,
+        "total_timesteps": 262_144,
+        "algo.lr": 1e-3,
+        "algo.q_lambda": 0.9,
+    },
+    # PQN on Acrobot: −82 IQM, 4 / 4 seeds above −100 at 262k env steps per seed
+    # (λ 0.65: 3 / 4; README).
+    # PQN on MountainCar: every seed of 8 reaches the flag at 2.1M env steps per
+    # seed (final −99 to −118, IQM −106; exploration over 50 %: one seed at −200;
+    # README). 128 envs explore what 32 do not.
+    "MountainCar-v0": {
+        "num_envs": 128,
+        "total_timesteps": 2_097_152,
+        "algo.num_steps": 32,
+        "algo.lr": 1e-3,
+        "algo.q_lambda": 0.95,
+    },
+    "Acrobot-v1": {
+        "num_envs": 32,
+        "total_timesteps": 262_144,
+        "algo.lr": 1e-3,
+        "algo.q_lambda": 0.9,
+    },
+}
 
 
 def validate_q_network(algo: Any) -> None:
@@ -402,6 +445,7 @@ ALGORITHM = Algorithm(
     metrics=own_metrics(UpdateMetrics),
     description="Parallelised Q-Network: ε-greedy vectorized rollouts, Q(λ) targets, LayerNorm, no buffer or target network",
     actions=("discrete",),
+    data_parallel=True,
     presets=PRESETS,
     validate=validate,
     pbt_bounds={k: PBT_BOUNDS[k] for k in ("lr", "gamma", "q_lambda", "max_grad_norm", "reward_scale")},

@@ -108,6 +108,13 @@ def validate_replay(config: Any, batch_example: int, buffer_example: int, steps_
         raise ConfigError(
             "algo.learning_starts", algo.learning_starts, "must be an integer ≥ 0", "pass algo.learning_starts=1000"
         )
+    if algo.buffer_size < algo.batch_size:
+        raise ConfigError(
+            "algo.buffer_size",
+            algo.buffer_size,
+            f"must hold at least one batch (algo.batch_size={algo.batch_size})",
+            f"pass algo.buffer_size={max(buffer_example, algo.batch_size)} or a smaller algo.batch_size",
+        )
     rollout = config.num_envs * algo.num_steps
     if algo.buffer_size < rollout:
         raise ConfigError(

@@ -41,6 +41,7 @@ __all__ = [
     "HParams",
     "TD3State",
     "Actor",
+    "correlated_noise",
     "td3_targets",
     "critic_step",
     "actor_step",
@@ -71,6 +72,9 @@ class TD3Config:
     gamma: float = 0.99
     tau: float = 0.005
     exploration_noise: float = 0.1  # σ of the behaviour noise, in [−1, 1] action units
+    # ρ of each env's AR(1) behaviour noise n_t = ρ n_{t−1} + √(1 − ρ²) ε_t (stationary
+    # std 1, scaled by σ); 0: white Gaussian noise; near 1: sustained pushes
+    noise_correlation: float = 0.0
     target_noise: float = 0.2  # σ̃ of the target-policy smoothing
     noise_clip: float = 0.5  # c
     max_grad_norm: float = 1e10  # effectively off
@@ -81,6 +85,7 @@ class TD3Config:
         "gamma",
         "tau",
         "exploration_noise",
+        "noise_correlation",
         "target_noise",
         "noise_clip",
         "max_grad_norm",
@@ -96,6 +101,7 @@ class HParams:
     gamma: jax.Array
     tau: jax.Array
     exploration_noise: jax.Array
+    noise_correlation: jax.Array
     target_noise: jax.Array
     noise_clip: jax.Array
     max_grad_norm: jax.Array
@@ -139,6 +145,7 @@ class TD3State:
     key: jax.Array
     critic_steps: jax.Array  # int32 []
     exploration_noise: jax.Array  # float32 [] σ of the last collection (``sample`` uses it)
+    noise: jax.Array  # [N, d] each env's last behaviour-noise value n_t (AR(1), unit variance)
 
 
 class UpdateMetrics(NamedTuple):
@@ -151,6 +158,24 @@ class UpdateMetrics(NamedTuple):
     q: jax.Array
     grad_norm: jax.Array  # critic gradient norm
     lr: jax.Array
+
+
+def correlated_noise(last: jax.Array, white: jax.Array, rho: jax.Array) -> jax.Array:
+    """AR(1) noise ``n_t = ρ n_{t−1} + √(1 − ρ²) ε_t`` over ``T`` steps.
+
+    ``last`` ``[N, d]`` is ``n_0`` (each env's value from the previous collection,
+    zeros at the start), ``white`` ``[T, N, d]`` the standard-normal ``ε``. Returns
+    ``n_1..n_T`` ``[T, N, d]``: unit variance once stationary, correlation ``ρ^k``
+    at lag ``k`` (``ρ = 0``: ``white`` itself, bit for bit). Each env's process runs
+    on across its episode boundaries.
+    """
+    scale = jnp.sqrt(1.0 - rho * rho)
+
+    def step(n, eps):
+        n = rho * n + scale * eps
+        return n, n
+
+    return jax.lax.scan(step, last, white)[1]
 
 
 def td3_targets(
@@ -278,14 +303,18 @@ def make_agent(
     def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition:
         return Transition(obs, action, out.reward, out.terminated, out.final_obs)
 
-    def env_steps(state: TD3State, steps: int, sigma: jax.Array | None) -> tuple[TD3State, replay.Collected]:
-        """``steps`` steps of every env into the buffer: ``μ(s) + σ ε`` clipped to
-        ``[−1, 1]`` (``sigma=None``: uniform random actions, the warm-up)."""
+    def env_steps(
+        state: TD3State, steps: int, sigma: jax.Array | None, rho: jax.Array | None = None
+    ) -> tuple[TD3State, replay.Collected]:
+        """``steps`` steps of every env into the buffer: ``μ(s) + σ n_t`` clipped to
+        ``[−1, 1]``, ``n_t`` each env's AR(1) noise of correlation ``rho``
+        (:func:`correlated_noise`; ``sigma=None``: uniform random actions, the warm-up)."""
         key, key_act, key_env = jax.random.split(state.key, 3)
         if sigma is None:
             draws = jax.random.uniform(key_act, (steps, num_envs, dim), minval=-1.0, maxval=1.0)
         else:
-            draws = jax.random.normal(key_act, (steps, num_envs, dim))
+            draws = correlated_noise(state.noise, jax.random.normal(key_act, (steps, num_envs, dim)), rho)
+            state = state.replace(noise=draws[-1])
 
         def policy(obs: jax.Array, draw: jax.Array) -> tuple[jax.Array, jax.Array]:
             if sigma is None:
@@ -324,6 +353,7 @@ def make_agent(
             key=key,
             critic_steps=jnp.zeros((), jnp.int32),
             exploration_noise=jnp.asarray(hp.exploration_noise, jnp.float32),
+            noise=jnp.zeros((num_envs, dim), jnp.float32),
         )
         if warmup:
             state, collected = env_steps(state, warmup, None)
@@ -340,7 +370,10 @@ def make_agent(
     def update(state: TD3State, hp: HParams, update_idx: jax.Array) -> tuple[TD3State, UpdateMetrics]:
         del update_idx
         state, collected = env_steps(
-            state.replace(exploration_noise=hp.exploration_noise), algo.num_steps, hp.exploration_noise
+            state.replace(exploration_noise=hp.exploration_noise),
+            algo.num_steps,
+            hp.exploration_noise,
+            hp.noise_correlation,
         )
         if algo.normalize_obs:
             state = state.replace(obs_stats=normalize.update(state.obs_stats, collected.seen_obs))
@@ -413,7 +446,7 @@ def make_agent(
     phases = (
         (
             "collect: env step + actor + exploration noise + buffer write",
-            lambda state, hp: env_steps(state, algo.num_steps, hp.exploration_noise),
+            lambda state, hp: env_steps(state, algo.num_steps, hp.exploration_noise, hp.noise_correlation),
         ),
     )
     return Agent(
@@ -425,7 +458,37 @@ def make_agent(
 # Declarations for the registry (jaxrl.algos)
 # ---------------------------------------------------------------------------
 
-PRESETS: dict[str, dict[str, Any]] = {}
+PRESETS: dict[str, dict[str, Any]] = {
+    # TD3 on Pendulum: IQM ≥ −200 within 20k env steps per seed (README).
+    "Pendulum-v1": {
+        "num_envs": 4,
+        "total_timesteps": 20_000,
+        "num_evals": 10,
+        "algo.num_steps": 8,
+        "algo.hidden_sizes": [64, 64],
+    },
+    # TD3 on brax's inverted pendulum: 1000 on 2 of 2 seeds at 60k steps for lr 1e-3
+    # with σ 0.1 or 0.3 (lr 3e-4: 0 and 1 of 2; at 30k steps: 123 and 397; README).
+    "inverted_pendulum": {
+        "num_envs": 8,
+        "total_timesteps": 60_000,
+        "num_evals": 6,
+        "algo.num_steps": 8,
+        "algo.hidden_sizes": [64, 64],
+        "algo.lr": 1e-3,
+    },
+    # TD3 on MountainCarContinuous: correlated exploration noise reaches the flag
+    # (a return ≈ 93) on every seed of a 2 × 2 sweep (σ 0.5/1 × ρ 0.9/0.98) at 50k
+    # env steps; white noise (ρ = 0) at σ 0.5 / 1 on 0 / 4 and 2 / 4 seeds (README).
+    "MountainCarContinuous-v0": {
+        "num_envs": 4,
+        "total_timesteps": 50_000,
+        "algo.num_steps": 8,
+        "algo.hidden_sizes": [64, 64],
+        "algo.exploration_noise": 1.0,
+        "algo.noise_correlation": 0.9,
+    },
+}
 
 
 def validate(config: Config) -> None:
@@ -439,6 +502,13 @@ def validate(config: Config) -> None:
     if not 0.0 < float(algo.tau) <= 1.0:
         raise ConfigError("algo.tau", algo.tau, "must lie in (0, 1]", "pass algo.tau=0.005")
     check_positive(algo, "lr", "max_grad_norm")
+    if not 0.0 <= float(algo.noise_correlation) < 1.0:
+        raise ConfigError(
+            "algo.noise_correlation",
+            algo.noise_correlation,
+            "must lie in [0, 1) (0: white noise)",
+            "pass algo.noise_correlation=0.9",
+        )
     for name in ("exploration_noise", "target_noise", "noise_clip"):
         if not float(getattr(algo, name)) >= 0:
             raise ConfigError(
@@ -456,10 +526,21 @@ ALGORITHM = Algorithm(
     description="TD3: twin critics, delayed actor and target updates, target-policy smoothing, on-device replay",
     actions=("continuous",),
     warmup=replay.warmup,
+    env_fields=("env_state", "obs", "noise"),
+    own_fields=("env_state", "obs", "key", "noise"),
     presets=PRESETS,
     validate=validate,
     pbt_bounds={
         k: PBT_BOUNDS[k]
-        for k in ("lr", "gamma", "tau", "exploration_noise", "target_noise", "max_grad_norm", "reward_scale")
+        for k in (
+            "lr",
+            "gamma",
+            "tau",
+            "exploration_noise",
+            "noise_correlation",
+            "target_noise",
+            "max_grad_norm",
+            "reward_scale",
+        )
     },
 )

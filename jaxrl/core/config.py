@@ -67,6 +67,7 @@ PBT_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "q_lambda": (0.0, 1.0, False),
     "exploration_noise": (0.01, 1.0, True),
     "target_noise": (0.01, 1.0, True),
+    "noise_correlation": (0.0, 0.99, False),
 }
 
 
