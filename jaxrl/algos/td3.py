@@ -175,7 +175,7 @@ def correlated_noise(last: jax.Array, white: jax.Array, rho: jax.Array) -> jax.A
         n = rho * n + scale * eps
         return n, n
 
-    return jax.lax.scan(step, last, white)[1]
+    return jax.lax.scan(step, last, white, unroll=white.shape[0] <= 8)[1]
 
 
 def td3_targets(

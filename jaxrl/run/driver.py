@@ -292,9 +292,11 @@ def config_digest(job: Job, hparams_host: Any) -> str:
     return config_hash(data)
 
 
-def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, Callable, Any]:
+def build(job: Job, trainer: Any, progress: Any = None, layout: Any = None) -> tuple[Any, Callable, Callable, Any]:
     """``(keys, init, program, abstract_carry)`` of a job: ``init(keys, hparams)
-    -> Carry`` and ``program(carry) -> (carry, ChunkMetrics, PBTStep | None)``."""
+    -> Carry`` and ``program(carry) -> (carry, ChunkMetrics, PBTStep | None)``;
+    ``layout`` (a :class:`jaxrl.run.parallel.Plan`) replicates the live progress
+    reports before their host call."""
     import jax
     import numpy as np
 
@@ -304,7 +306,10 @@ def build(job: Job, trainer: Any, progress: Any = None) -> tuple[Any, Callable, 
     keys = jax.vmap(jax.random.key)(np.asarray(job.seeds, np.uint32))
     # at most ~32 host round trips per chunk (each costs ≈ 2 ms on a small CPU)
     every = -(-trainer.chunk_updates // 32)
-    init_b, chunk_b = make_batched(trainer, hparams_batched=True, progress=progress, progress_every=every)
+    replicated = parallel.replicated(layout) if progress is not None and layout is not None else None
+    init_b, chunk_b = make_batched(
+        trainer, hparams_batched=True, progress=progress, progress_every=every, progress_sharding=replicated
+    )
 
     def init(keys, hparams):
         return Carry(init_b(keys, hparams), hparams, jax.random.key(config.pbt.seed))
@@ -407,8 +412,10 @@ def execute(
     # progress=true feeds the line from inside the program after every update (a
     # host callback, so JAX cannot keep that program in the persistent cache);
     # progress=chunk feeds it between chunks.
-    keys, init, program, abstract = build(job, trainer, progress if config.progress is True and primary else None)
     layout = parallel.plan(config, num_members)  # None: one device
+    keys, init, program, abstract = build(
+        job, trainer, progress if config.progress is True and primary else None, layout
+    )
     shardings = parallel.carry_shardings(layout, abstract, trainer.algorithm.env_fields) if layout else None
     too_big = memory.sizes_fix(config, num_members)
     _fits(

@@ -219,6 +219,7 @@ def sync(name: str) -> None:
 
 
 def replicated(layout: Plan) -> Any:
+    """The sharding that holds a whole array on every device of ``layout``."""
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 

@@ -244,6 +244,7 @@ def make_batched(
     hparams_batched: bool = False,
     progress: Callable[[Progress], None] | None = None,
     progress_every: int = 1,
+    progress_sharding: Any = None,
 ) -> tuple[Callable, Callable]:
     """Seed-batched ``init(keys [S,2], hp)`` and ``chunk(states, hp)``.
 
@@ -254,6 +255,9 @@ def make_batched(
     batch (one host call, not one per seed; episode statistics summed over the
     updates since the previous call). Each call synchronizes the program with
     the host (≈ 2 ms on a 2-core CPU), so short updates report every few.
+    ``progress_sharding`` (a replicated sharding over the run's devices, when the
+    members are sharded) lays the report out whole on every device before the
+    host call, which XLA's partitioner otherwise does itself with a warning.
     """
     hp_axis = 0 if hparams_batched else None
     init_b = jax.vmap(trainer.init, in_axes=(0, hp_axis))
@@ -267,7 +271,10 @@ def make_batched(
             if progress is not None:
                 since = Progress(states.update[0], since[1] + metrics.episode_return_sum, since[2] + metrics.episodes)
                 due = ((i + 1) % progress_every == 0) | (i + 1 == trainer.chunk_updates)
-                jax.lax.cond(due, lambda p: jax.debug.callback(progress, p), lambda p: None, since)
+                report = (
+                    since if progress_sharding is None else jax.lax.with_sharding_constraint(since, progress_sharding)
+                )
+                jax.lax.cond(due, lambda p: jax.debug.callback(progress, p), lambda p: None, report)
                 since = jax.tree.map(lambda x: jnp.where(due, jnp.zeros_like(x), x), since)
             return (states, since), metrics
 
