@@ -43,6 +43,7 @@ bench: $(DEV)
 	$(BIN)/python experiments/bench_cartpole.py
 	$(BIN)/python experiments/bench/peers.py cartpole --runs 3
 	$(BIN)/python experiments/bench/peers.py sac --seeds 1 4 16
+	$(BIN)/python experiments/bench/peers.py value
 	$(BIN)/python experiments/bench/peers.py brax
 	$(BIN)/python experiments/bench/ceiling.py
 	$(BIN)/python experiments/bench/learner.py

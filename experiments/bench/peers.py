@@ -2,6 +2,7 @@
 
     python experiments/bench/peers.py cartpole [--seeds 1 16] [--runs 3]   # PPO vs rejax (rows of other seed counts in --out are kept)
     python experiments/bench/peers.py sac                       # SAC on Pendulum vs rejax
+    python experiments/bench/peers.py dqn|pqn|td3|value         # DQN, PQN on CartPole, TD3 on Pendulum vs rejax (value: all three)
     python experiments/bench/peers.py brax                      # PPO and SAC on brax inverted_pendulum vs brax's trainers
     python experiments/bench/peers.py all
 
@@ -344,7 +345,156 @@ def _sac_spec() -> tuple:
     )
 
 
-SPECS = {"cartpole": _cartpole_spec, "sac": _sac_spec}
+def _dqn_spec() -> tuple:
+    """DQN CartPole at rejax's published config (configs/gymnax/cartpole.yaml):
+    10 envs, 5 gradient steps per 10 env steps, batch 100, buffer 50k, 5k random
+    steps, dueling swish 64×64, double DQN, target Polyak 0.98 once per 5 gradient
+    steps, ε 1 → 0.05 over half the budget, 100k steps."""
+    total = 100_000
+    ours = [
+        "env=cartpole",
+        "algo=dqn",
+        "num_envs=10",
+        f"total_timesteps={total}",
+        "algo.num_steps=1",
+        "algo.utd=0.5",
+        "algo.batch_size=100",
+        "algo.buffer_size=50000",
+        "algo.learning_starts=5000",
+        "algo.dueling=true",
+        "algo.activation=silu",
+        "algo.loss=mse",
+        "algo.lr=1e-3",
+        "algo.max_grad_norm=10",
+        "algo.target_update_interval=5",
+        "algo.tau=0.02",
+        "algo.eps_end=0.05",
+        "algo.exploration_fraction=0.5",
+        "eval.episodes=16",
+    ]
+    peer = {
+        "agent": "DuelingQNetwork",
+        "agent_kwargs": {"activation": "swish"},
+        "num_envs": 10,
+        "buffer_size": 50_000,
+        "fill_buffer": 5_000,
+        "batch_size": 100,
+        "max_grad_norm": 10,
+        "learning_rate": 1e-3,
+        "num_epochs": 5,
+        "polyak": 0.98,
+        "eps_start": 1,
+        "eps_end": 0.05,
+        "exploration_fraction": 0.5,
+        "gamma": 0.99,
+        "ddqn": True,
+    }
+    return (
+        "DQN CartPole-v1 (10 envs, UTD 0.5, batch 100, dueling 64×64, 100k steps)",
+        ours,
+        ("dqn", "CartPole-v1", peer),
+        total,
+        "jaxrl clips the global gradient norm, rejax per element; jaxrl bootstraps time-limit truncations, rejax treats them as terminal; rejax's loss is ½ MSE (jaxrl: MSE)",
+    )
+
+
+def _pqn_spec() -> tuple:
+    """PQN CartPole at rejax's published config: 16 envs × 128 steps, 5 epochs ×
+    16 minibatches, LayerNorm 64×64, lr 3e-4, λ 0.9, ε 1 → 0.05 over half the
+    budget, 524k steps."""
+    total = 524_288
+    ours = [
+        "env=cartpole",
+        "algo=pqn",
+        "num_envs=16",
+        f"total_timesteps={total}",
+        "algo.num_steps=128",
+        "algo.update_epochs=5",
+        "algo.num_minibatches=16",
+        "algo.hidden_sizes=[64,64]",
+        "algo.lr=3e-4",
+        "algo.lr_schedule=constant",
+        "algo.q_lambda=0.9",
+        "algo.max_grad_norm=10",
+        "algo.eps_end=0.05",
+        "algo.exploration_fraction=0.5",
+        "eval.episodes=16",
+    ]
+    peer = {
+        "num_envs": 16,
+        "num_steps": 128,
+        "num_minibatches": 16,
+        "max_grad_norm": 10,
+        "learning_rate": 3e-4,
+        "num_epochs": 5,
+        "eps_start": 1,
+        "eps_end": 0.05,
+        "exploration_fraction": 0.5,
+        "gamma": 0.99,
+        "td_lambda": 0.9,
+    }
+    return (
+        "PQN CartPole-v1 (16 envs × 128 steps, 5 × 16 minibatches, LayerNorm 64×64, 524k steps)",
+        ours,
+        ("pqn", "CartPole-v1", peer),
+        total,
+        "jaxrl clips the global gradient norm, rejax per element; jaxrl bootstraps time-limit truncations from the final observation",
+    )
+
+
+def _td3_spec() -> tuple:
+    """TD3 Pendulum at rejax's published config (configs/gymnax/pendulum.yaml):
+    1 env, UTD 1, policy delay 2, batch 100, buffer 10k, 1k random steps, swish
+    64×64, lr 1e-3, Polyak 0.95, exploration σ 0.3, observation normalization,
+    10k steps."""
+    total = 10_000
+    ours = [
+        "env=pendulum",
+        "algo=td3",
+        "num_envs=1",
+        f"total_timesteps={total}",
+        "algo.num_steps=8",
+        "algo.utd=1",
+        "algo.batch_size=100",
+        "algo.buffer_size=10000",
+        "algo.learning_starts=1000",
+        "algo.hidden_sizes=[64,64]",
+        "algo.activation=silu",
+        "algo.lr=1e-3",
+        "algo.tau=0.05",
+        "algo.max_grad_norm=100",
+        "algo.exploration_noise=0.3",
+        "algo.normalize_obs=true",
+        "eval.episodes=16",
+    ]
+    peer = {
+        "actor_kwargs": {"activation": "swish"},
+        "critic_kwargs": {"activation": "swish"},
+        "num_envs": 1,
+        "buffer_size": 10_000,
+        "fill_buffer": 1000,
+        "batch_size": 100,
+        "learning_rate": 1e-3,
+        "num_epochs": 1,
+        "gamma": 0.99,
+        "polyak": 0.95,
+        "max_grad_norm": 100,
+        "exploration_noise": 0.3,
+        "target_noise": 0.2,
+        "target_noise_clip": 0.5,
+        "policy_delay": 2,
+        "normalize_observations": True,
+    }
+    return (
+        "TD3 Pendulum-v1 (1 env, UTD 1, delay 2, batch 100, 64×64, 10k steps)",
+        ours,
+        ("td3", "Pendulum-v1", peer),
+        total,
+        "jaxrl collects 8 steps then takes 8 critic steps and 4 actor steps (UTD 1, delay 2); rejax interleaves 1 and 1; global vs per-element gradient clipping",
+    )
+
+
+SPECS = {"cartpole": _cartpole_spec, "sac": _sac_spec, "dqn": _dqn_spec, "pqn": _pqn_spec, "td3": _td3_spec}
 
 
 def _brax_trainer(train_fn, total: int, **kwargs) -> dict[str, Any]:
@@ -487,7 +637,7 @@ def main() -> None:
     from jaxrl.perf import platform as jaxrl_platform
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", choices=["cartpole", "sac", "brax", "all"])
+    parser.add_argument("which", choices=["cartpole", "sac", "dqn", "pqn", "td3", "value", "brax", "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--out", default=OUT)
     parser.add_argument(
@@ -529,6 +679,9 @@ def main() -> None:
         results["pendulum_sac"] = _merge(
             results.get("pendulum_sac"), _versus_rejax("sac", args.seeds, args.cold_repeats, args.runs)
         )
+    for which, key in (("dqn", "cartpole_dqn"), ("pqn", "cartpole_pqn"), ("td3", "pendulum_td3")):
+        if args.which in (which, "value", "all"):
+            results[key] = _merge(results.get(key), _versus_rejax(which, args.seeds, args.cold_repeats, args.runs))
     if args.which in ("brax", "all"):
         results["brax_inverted_pendulum"] = brax()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
