@@ -45,7 +45,7 @@ def main() -> None:
             "",
         ]
         rows = []
-        for key in ("cartpole_ppo", "pendulum_sac"):
+        for key in ("cartpole_ppo", "pendulum_sac", "cartpole_dqn", "cartpole_pqn", "pendulum_td3"):
             for r in peers.get(key, []):
                 a, b = r["jaxrl"], r["rejax"]
                 variants = [("1 device", a, r["throughput_ratio"])]
