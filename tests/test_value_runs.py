@@ -85,11 +85,9 @@ def test_resume_equals_uninterrupted(algo, tmp_path):
     assert all(np.isfinite(update[m]).all() for m in algos.get(algo).metrics)
 
 
-SWEEPS = {
-    "pqn": ["algo.q_lambda=0.5,0.9"],
-    "dqn": ["algo.eps_end=0.01,0.2"],
-    "td3": ["algo.exploration_noise=0.1,0.3"],
-}
+# a grid sweep for PQN (TD3's is the README's noise sweep, tests/test_value_readme.py;
+# DQN's traced hyperparameters are vmapped by its PBT run)
+SWEEPS = {"pqn": ["algo.q_lambda=0.5,0.9"]}
 PBT = {
     "pqn": "[lr,q_lambda]",
     "dqn": "[lr,tau]",
@@ -100,10 +98,11 @@ PBT = {
 @pytest.mark.parametrize("algo", list(RUNS))
 def test_sweep_and_pbt(algo, tmp_path):
     args = [a for a in RUNS[algo] if not a.startswith("seeds=")]
-    sweep_dir = tmp_path / "sweep"
-    assert sweep.main([*args, "seeds=2", *SWEEPS[algo], f"run_dir={sweep_dir}"]) == 0
-    rows = json.loads((sweep_dir / "report.json").read_text())["rows"]
-    assert len(rows) == 2
+    if algo in SWEEPS:
+        sweep_dir = tmp_path / "sweep"
+        assert sweep.main([*args, "seeds=2", *SWEEPS[algo], f"run_dir={sweep_dir}"]) == 0
+        rows = json.loads((sweep_dir / "report.json").read_text())["rows"]
+        assert len(rows) == 2
     pbt_dir = tmp_path / "pbt"
     argv = [*args, "pbt.population=4", "pbt.interval=2", f"pbt.hparams={PBT[algo]}", f"run_dir={pbt_dir}"]
     assert train.main(argv) == 0
