@@ -115,6 +115,11 @@ CASES = [
     ("train", ["env=pendulum", "algo=td3", "algo.policy_delay=0"], "algo.policy_delay=0: must be a positive integer"),
     ("train", ["env=pendulum", "algo=td3", "algo.noise_correlation=1"], "must lie in [0, 1) (0: white noise)"),
     ("train", ["env=pendulum", "algo=td3", "algo.exploration_noise=-1"], "must be ≥ 0"),
+    # domain randomization (issue: generalization)
+    ("train", ["env.randomize=lenght=uniform(0.2,1)"], "'lenght' is not a parameter of CartPole-v1"),
+    ("train", ["env.randomize=length=uniform(1,1)"], "uniform of length needs two numbers lo < hi"),
+    ("train", ["env.randomize=length=uniform(0.2,1) length=choice(1)"], "'length' is randomized twice"),
+    ("train", ["env.randomize=length=loguniform(0,1)"], "needs 0 < lo"),
 ]
 
 

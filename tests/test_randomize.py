@@ -138,3 +138,43 @@ def test_a_randomized_env_trains_through_the_env_seam(randomized):
     assert returns.shape == (1, 4) and np.all(np.isfinite(returns)) and np.all(returns >= 1)
     params = state.agent.env_state.inner.params
     assert np.asarray(params.length).shape == (4,) and len(np.unique(np.asarray(params.length))) == 4
+
+
+def test_heldout_settings_are_evaluated_exactly_on_a_randomized_run():
+    """Given parameters (eval.perturb's settings) are used as they are: the
+    same policy state evaluated under length=1.5 on a run randomized over
+    length=choice(0.5) equals the nominal run's evaluation under length=1.5 —
+    and differs from the randomized distribution's own evaluation."""
+    from jaxrl import make_train
+    from jaxrl.run.config import parse
+
+    args = ["env=cartpole", "total_timesteps=2048", "num_envs=4", "num_evals=1", "eval.episodes=8"]
+    nominal = make_train(parse(args))
+    randomized = make_train(parse([*args, "env.randomize=length=choice(0.5)"]))
+    assert isinstance(randomized.env, Randomized)
+    state, _ = jax.jit(nominal.train)(jax.random.key(0), nominal.hparams)
+    heldout = envs.with_params(nominal.env, length=1.5)
+    _, a = jax.jit(nominal.evaluate)(state, heldout)
+    _, b = jax.jit(randomized.evaluate)(state, heldout)
+    _, c = jax.jit(randomized.evaluate)(state)  # its training distribution: length 0.5
+    np.testing.assert_array_equal(np.asarray(a.returns), np.asarray(b.returns))
+    assert not np.array_equal(np.asarray(b.lengths), np.asarray(c.lengths))
+    assert np.asarray(c.returns).mean() != pytest.approx(np.asarray(a.returns).mean())
+
+
+def test_the_cli_trains_on_a_randomized_env(tmp_path):
+    from jaxrl import train
+
+    run_dir = tmp_path / "run"
+    spec = "length=uniform(0.25,1.0) masscart=choice(0.5,1,2)"
+    argv = ["env=cartpole", f"env.randomize={spec}", "seeds=2", "total_timesteps=2048", "num_envs=4"]
+    assert (
+        train.main([*argv, "num_evals=1", "eval.episodes=4", "plots=false", "progress=false", f"run_dir={run_dir}"])
+        == 0
+    )
+    import json
+
+    import yaml
+
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["env"]["randomize"] == spec
+    assert all(np.isfinite(json.loads((run_dir / "summary.json").read_text())["final_eval_return"]))

@@ -37,6 +37,9 @@ class EnvConfig:
     episode_length: int = 0  # brax time limit; 0: 1000 (gymnax envs keep their own limits)
     params: str = ""  # env parameters changed from their defaults, e.g. "memory_length=20" (gymnax EnvParams fields)
     observe: tuple[int, ...] = ()  # keep only these entries of the flattened observation, e.g. [0,2]; (): all
+    # domain randomization: parameters drawn per env at every episode reset, e.g.
+    # "length=uniform(0.25,1.0) gravity=loguniform(8,12) masscart=choice(0.5,1,2)" (gymnax EnvParams fields)
+    randomize: str = ""
 
 
 @dataclass(frozen=True)

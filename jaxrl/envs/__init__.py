@@ -83,7 +83,8 @@ def action_kind(name: str) -> str | None:
 def from_config(config: Any) -> Env:
     """The env of a :class:`jaxrl.core.config.Config`: name, brax backend and
     time limit, then ``env.params`` (parameters changed from their defaults)
-    and ``env.observe`` (the observation entries kept). ConfigError (naming
+    , ``env.observe`` (the observation entries kept) and ``env.randomize``
+    (parameters drawn per episode, :mod:`jaxrl.envs.randomize`). ConfigError (naming
     the field) for a parameter the env does not have or an index out of range."""
     env = make(config.env.name, backend=config.env.backend, episode_length=config.env.episode_length or 1000)
     text = getattr(config.env, "params", "")
@@ -119,6 +120,11 @@ def from_config(config: Any) -> Env:
                 f"pass e.g. env.observe=[0,{size - 1}]",
             )
         env = Observed(env, keep)
+    text = getattr(config.env, "randomize", "")
+    if text:
+        from jaxrl.envs.randomize import Randomized, parse_randomize
+
+        env = Randomized(env, parse_randomize(text, env))
     return env
 
 

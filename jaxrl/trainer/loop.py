@@ -33,6 +33,7 @@ from jaxrl import envs as envs_lib
 from jaxrl import perf as perf_lib
 from jaxrl.algos import get as get_algorithm
 from jaxrl.core.config import Config, seed_ids
+from jaxrl.envs.randomize import Randomized
 from jaxrl.trainer.evaluate import make_evaluate  # (lazy: keeps `python -m jaxrl.evaluate` clean)
 
 __all__ = [
@@ -194,13 +195,23 @@ def make_train(
         return state.replace(agent=agent_state, update=state.update + 1, failed_at=failed_at), metrics
 
     run_eval = make_evaluate(env, agent.act, config.eval.episodes, eval_steps, env_params, agent.init_carry)
+    # given parameters (held-out settings) are evaluated exactly: a randomized
+    # env's draws replace none of them
+    fixed = env.inner if isinstance(env, Randomized) else None
+    run_fixed = (
+        run_eval
+        if fixed is None
+        else make_evaluate(fixed, agent.act, config.eval.episodes, eval_steps, env_params, agent.init_carry)
+    )
 
     def evaluate(state: TrainState, params: Any = None) -> tuple[TrainState, EvalMetrics]:
         """``eval.episodes`` deterministic episodes on fresh env copies (own PRNG
-        stream), under ``params`` (default: the training env's parameters)."""
+        stream), under ``params`` (default: the training env's parameters — for a
+        randomized env, its training distribution; given ``params`` are used as
+        they are, undrawn)."""
         eval_key, key = jax.random.split(state.eval_key)
         state = state.replace(eval_key=eval_key, last_eval_key=jax.random.key_data(key))
-        return state, run_eval(state.agent, key, params)
+        return state, (run_eval if params is None else run_fixed)(state.agent, key, params)
 
     def train_chunk(state: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
         state, metrics = jax.lax.scan(lambda s, _: update(s, hp), state, None, length=chunk_updates)
