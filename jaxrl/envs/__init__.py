@@ -17,6 +17,8 @@ from jaxrl.core.errors import ConfigError
 from jaxrl.envs import brax_env, gymnax_env
 from jaxrl.envs.backends import Backend, backend_names, get_backend, lookup, register_backend, unregister_backend
 from jaxrl.envs.core import Box, Discrete, Env, EnvState, EnvStep, Observed
+from jaxrl.envs.params import param_names, with_params
+from jaxrl.envs.randomize import Randomized, parse_randomize
 
 __all__ = [
     "Backend",
@@ -26,6 +28,9 @@ __all__ = [
     "EnvState",
     "EnvStep",
     "Observed",
+    "Randomized",
+    "param_names",
+    "with_params",
     "parse_params",
     "action_kind",
     "backend_names",
@@ -122,8 +127,6 @@ def from_config(config: Any) -> Env:
         env = Observed(env, keep)
     text = getattr(config.env, "randomize", "")
     if text:
-        from jaxrl.envs.randomize import Randomized, parse_randomize
-
         env = Randomized(env, parse_randomize(text, env))
     return env
 
@@ -188,35 +191,3 @@ def as_env(env: Any) -> Env:
     if hasattr(env, "step_env") and hasattr(env, "reset_env"):
         return from_gymnax(env)
     raise TypeError(f"env must be a jaxrl.envs.Env or a gymnax Environment, got {type(env).__name__}")
-
-
-# Parameters some gymnax envs store pre-computed; kept consistent when the
-# inputs are changed (held-out evaluation, domain randomization).
-_DERIVED = {
-    "CartPole-v1": {
-        "total_mass": lambda p: p.masspole + p.masscart,
-        "polemass_length": lambda p: p.masspole * p.length,
-    },
-}
-
-
-def param_names(env: Env) -> list[str]:
-    """Names of the env's numeric parameters (fields of its params dataclass)."""
-    import dataclasses
-
-    params = env.default_params
-    if not dataclasses.is_dataclass(params):
-        return []
-    derived = _DERIVED.get(getattr(env, "base_name", env.name), {})
-    return [f.name for f in dataclasses.fields(params) if f.name not in derived and f.name != "max_steps_in_episode"]
-
-
-def with_params(env: Env, params: Any = None, **changes: float) -> Any:
-    """``params`` (default: the env's) with ``changes`` applied and derived
-    fields (e.g. CartPole's ``polemass_length``) recomputed."""
-    params = env.default_params if params is None else params
-    params = params.replace(**changes)
-    derived = _DERIVED.get(getattr(env, "base_name", env.name), {})
-    if derived:
-        params = params.replace(**{name: fn(params) for name, fn in derived.items()})
-    return params

@@ -24,6 +24,7 @@ from flax import struct
 
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Env, EnvState, EnvStep, StepKeys
+from jaxrl.envs.params import param_names, with_params
 
 __all__ = ["Dist", "KINDS", "parse_randomize", "draw_params", "Randomized", "RandomizedInner"]
 
@@ -61,8 +62,6 @@ def parse_randomize(text: str, env: Env) -> tuple[Dist, ...]:
     an unknown distribution or parameter, a parameter named twice, an empty
     range (``lo ≥ hi``), ``loguniform`` with ``lo ≤ 0``, an empty ``choice``
     or values that are not finite numbers."""
-    from jaxrl.envs import param_names
-
     text = (text or "").strip()
     names = param_names(env)
     found: dict[str, Dist] = {}
@@ -112,8 +111,6 @@ def parse_randomize(text: str, env: Env) -> tuple[Dist, ...]:
 def draw_params(env: Env, dists: tuple[Dist, ...], key: jax.Array, params: Any) -> Any:
     """``params`` with each parameter of ``dists`` drawn (one key each, split
     from ``key``) and the derived ones recomputed."""
-    from jaxrl.envs import with_params
-
     keys = jax.random.split(key, len(dists))
     return with_params(env, params, **{d.name: d.sample(k) for d, k in zip(dists, keys, strict=True)})
 
