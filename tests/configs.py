@@ -1,6 +1,12 @@
 """Shared test sizes: a CartPole PPO run that compiles and trains in seconds."""
 
+import json
+import os
+import subprocess
+import sys
+
 import jax
+import numpy as np
 
 # XLA:CPU in jax 0.9 reduces each member's arrays in an order that does not
 # depend on how many members one program holds (from 8 up), so a member gives
@@ -19,3 +25,41 @@ CARTPOLE_TINY = (
     "algo.num_minibatches=2",
     "algo.update_epochs=2",
 )
+
+
+TIMING = {"chunk_time_s", "env_steps_per_s"}
+
+
+def records(run_dir) -> list[dict]:
+    """A run's metrics.jsonl without its timing fields."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in f]
+
+
+def data_parallel_matches_one_device(args: list[str], tmp_path) -> str:
+    """Train ``args`` in a one-device process and with ``parallel=data`` over 2
+    XLA:CPU devices; every per-update and evaluation metric must agree within
+    1e-5 relative + 1e-6 absolute. Returns the two-device run's stderr."""
+    runs = {}
+    for name, devices, extra in (("one", 1, []), ("two", 2, ["parallel=data"])):
+        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
+        proc = subprocess.run(
+            [sys.executable, "-m", "jaxrl.train", *args, *extra, f"run_dir={tmp_path / name}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[name] = records(tmp_path / name)
+    assert json.loads((tmp_path / "two" / "summary.json").read_text())["devices"] == 2
+    assert "envs split" in proc.stderr, proc.stderr
+    assert len(runs["one"]) == len(runs["two"]) > 0
+    for ra, rb in zip(runs["one"], runs["two"], strict=True):
+        for key in ra:
+            if key != "type":
+                np.testing.assert_allclose(
+                    np.asarray(rb[key], float), np.asarray(ra[key], float), rtol=1e-5, atol=1e-6, err_msg=key
+                )
+    return proc.stderr

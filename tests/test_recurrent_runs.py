@@ -3,15 +3,12 @@ uninterrupted run bit for bit, sweeps and PBT, envs split over devices
 (parallel=data) agree with one device."""
 
 import json
-import os
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 
 from jaxrl import sweep, train
 from jaxrl.run import training
+from tests.configs import data_parallel_matches_one_device, records
 
 GRU = [
     "env=cartpole-pomdp",
@@ -45,12 +42,6 @@ CNN = [
     "plots=false",
     "progress=false",
 ]
-TIMING = {"chunk_time_s", "env_steps_per_s"}
-
-
-def _records(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in f]
 
 
 @pytest.mark.parametrize("args", [GRU, CNN], ids=["gru", "cnn"])
@@ -63,7 +54,7 @@ def test_resume_equals_uninterrupted(args, tmp_path):
     a = json.loads((full / "summary.json").read_text())
     b = json.loads((parted / "summary.json").read_text())
     assert a["final_eval_return"] == b["final_eval_return"]
-    assert _records(full) == _records(parted)
+    assert records(full) == records(parted)
 
 
 def test_a_recurrent_sweep_and_pbt(tmp_path):
@@ -82,25 +73,4 @@ def test_data_parallel_recurrent_matches_one_device(tmp_path):
     whole-sequence minibatches) across devices: every per-update metric within
     1e-5 relative + 1e-6 absolute of the one-device run."""
     args = [*GRU, "seeds=1", "checkpoint=false"]
-    runs = {}
-    for name, devices, extra in (("one", 1, []), ("two", 2, ["parallel=data"])):
-        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
-        proc = subprocess.run(
-            [sys.executable, "-m", "jaxrl.train", *args, *extra, f"run_dir={tmp_path / name}"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        runs[name] = _records(tmp_path / name)
-    assert json.loads((tmp_path / "two" / "summary.json").read_text())["devices"] == 2
-    assert "envs split" in proc.stderr, proc.stderr
-    assert len(runs["one"]) == len(runs["two"])
-    for ra, rb in zip(runs["one"], runs["two"], strict=True):
-        for key in ra:
-            if key != "type":
-                np.testing.assert_allclose(
-                    np.asarray(rb[key], float), np.asarray(ra[key], float), rtol=1e-5, atol=1e-6, err_msg=key
-                )
+    data_parallel_matches_one_device(args, tmp_path)

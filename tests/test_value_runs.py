@@ -7,15 +7,13 @@ and load_policy) are in tests/test_value_readme.py.
 """
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from jaxrl import sweep, train
 from jaxrl.run import training
+from tests.configs import data_parallel_matches_one_device, records
 
 COMMON = ["seeds=2", "num_evals=3", "eval.episodes=2", "plots=false", "progress=false", "algo.hidden_sizes=[16]"]
 PQN = [
@@ -54,12 +52,6 @@ TD3 = [
     *COMMON,
 ]
 RUNS = {"pqn": PQN, "dqn": DQN, "td3": TD3}
-TIMING = {"chunk_time_s", "env_steps_per_s"}
-
-
-def _records(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in f]
 
 
 @pytest.mark.parametrize("algo", list(RUNS))
@@ -76,11 +68,11 @@ def test_resume_equals_uninterrupted(algo, tmp_path):
     a = json.loads((full / "summary.json").read_text())
     b = json.loads((parted / "summary.json").read_text())
     assert a["final_eval_return"] == b["final_eval_return"]
-    records = _records(full)
-    assert records == _records(parted)
+    written = records(full)
+    assert written == records(parted)
     from jaxrl import algos
 
-    update = next(r for r in records if r["type"] == "update")
+    update = next(r for r in written if r["type"] == "update")
     assert set(algos.get(algo).metrics) <= set(update)
     assert all(np.isfinite(update[m]).all() for m in algos.get(algo).metrics)
 
@@ -115,25 +107,4 @@ def test_pqn_data_parallel_matches_one_device(tmp_path):
     minibatch's gradient) across devices: every per-update metric within 1e-5
     relative + 1e-6 absolute of the one-device run."""
     args = [*[a for a in PQN if not a.startswith("seeds=")], "seeds=1", "checkpoint=false"]
-    runs = {}
-    for name, devices, extra in (("one", 1, []), ("two", 2, ["parallel=data"])):
-        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
-        proc = subprocess.run(
-            [sys.executable, "-m", "jaxrl.train", *args, *extra, f"run_dir={tmp_path / name}"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        runs[name] = _records(tmp_path / name)
-    assert json.loads((tmp_path / "two" / "summary.json").read_text())["devices"] == 2
-    assert "envs split" in proc.stderr, proc.stderr
-    assert len(runs["one"]) == len(runs["two"]) > 0
-    for ra, rb in zip(runs["one"], runs["two"], strict=True):
-        for key in ra:
-            if key != "type":
-                np.testing.assert_allclose(
-                    np.asarray(rb[key], float), np.asarray(ra[key], float), rtol=1e-5, atol=1e-6, err_msg=key
-                )
+    data_parallel_matches_one_device(args, tmp_path)
