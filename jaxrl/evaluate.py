@@ -1,8 +1,9 @@
-"""``python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true]``
+"""``python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true] [eval.sets=…]``
 
 Evaluates a run's latest checkpoint: every selected seed × N episodes in one
 compiled program (the in-program evaluation, :mod:`jaxrl.trainer.evaluate`);
-``render=true`` writes a GIF per seed.
+``eval.sets=`` adds named evaluation sets (:mod:`jaxrl.envs.sets`) without
+retraining; ``render=true`` writes a GIF per seed.
 """
 
 from __future__ import annotations
@@ -16,27 +17,41 @@ import jax.numpy as jnp
 from jaxrl import perf
 from jaxrl.core.contract import policy_step
 from jaxrl.core.errors import ConfigError
+from jaxrl.envs.sets import parse_sets
 from jaxrl.perf import platform
 from jaxrl.run import memory, parallel, stats
-from jaxrl.run.driver import layout_note, write_json
+from jaxrl.run.driver import layout_note, set_blocks, sets_table, write_json
 from jaxrl.run.policy import open_run
 from jaxrl.run.render import episode_observations, save_gif
 from jaxrl.trainer.evaluate import make_evaluate
+from jaxrl.trainer.loop import make_evaluate_sets
 
 __all__ = ["USAGE", "main"]
 
 
-USAGE = """usage: python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true] [max_steps=N]
+USAGE = """usage: python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true] [max_steps=N] [eval.sets=SETS]
 
   Evaluates the run's latest checkpoint: every selected seed × N episodes in one
   compiled program. With the defaults (episodes = the run's eval.episodes,
   deterministic=true) it replays the run's final evaluation exactly.
+  eval.sets="nominal; test: length=1.5,2 gravity=15; wide: length=uniform(0.25,2)"
+  also evaluates named sets (train: the training distribution; nominal: the
+  env's own parameters; NAME: a grid and/or per-episode draws) and reports each
+  set's IQM and its gap to train; the run's own eval.sets replay its final
+  set evaluation exactly.
 """
 
 
 def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
 
-    known = {"episodes": None, "seed": "all", "deterministic": "true", "render": "false", "max_steps": None}
+    known = {
+        "episodes": None,
+        "seed": "all",
+        "deterministic": "true",
+        "render": "false",
+        "max_steps": None,
+        "eval.sets": "",
+    }
     run_dir = None
     options: dict[str, Any] = dict(known)
     for a in argv:
@@ -49,7 +64,7 @@ def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
             options[key] = value
         else:
             raise ConfigError(
-                key, value, "unknown option", "use episodes=, seed=, deterministic=, render= or max_steps="
+                key, value, "unknown option", "use episodes=, seed=, deterministic=, render=, max_steps= or eval.sets="
             )
     if run_dir is None:
         raise ConfigError("run_dir", "(none)", "a run directory is needed", "pass RUN_DIR")
@@ -95,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
         run = open_run(run_dir)
         members = list(range(len(run.job.seeds))) if options["seed"] == "all" else [run.member_index(options["seed"])]
+        eval_sets = parse_sets(options["eval.sets"], run.env)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -132,6 +148,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     result = program(states, keys)
+    set_means = None
+    if eval_sets:
+        run_sets = make_evaluate_sets(
+            eval_sets,
+            env,
+            agent.act if deterministic else agent.sample,
+            episodes,
+            max_steps,
+            init_carry=agent.init_carry,
+        )
+        sets_program = (
+            jax.jit(jax.vmap(run_sets)).lower(states, keys, result).compile(perf.compile_options(perf.of(config)))
+        )
+        try:
+            memory.check(memory.program_bytes(sets_program), layout, "this evaluation", fix + " or fewer sets")
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        found = jax.device_get(sets_program(states, keys, result))
+        set_means = {s.name: np.asarray(found[s.name].returns, np.float64).mean(axis=1) for s in eval_sets}
     returns = np.asarray(jax.device_get(result.returns), np.float64)  # [M, E]
     seconds = time.perf_counter() - t0
     seeds = [run.job.seeds[i] for i in members]
@@ -164,7 +200,6 @@ def main(argv: list[str] | None = None) -> int:
         f"across {len(members)} seeds: IQM {summary['iqm']:.2f} [{lo:.2f}, {hi:.2f}], mean {summary['mean']:.2f}"
         + (f", solved {summary['solved_fraction'] * 100:.0f}%" if solved is not None else "")
     )
-    print("\n".join(lines), flush=True)
     out = {
         "run_dir": run.run_dir,
         "episodes": episodes,
@@ -173,6 +208,23 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": per_seed,
         **summary,
     }
+    if set_means is not None:
+        blocks = []
+        for label in dict.fromkeys(labels):
+            rows = [i for i, name in enumerate(labels) if name == label]
+            blocks.append(
+                {
+                    "label": label,
+                    **set_blocks({k: v.tolist() for k, v in set_means.items()}, means.tolist(), rows, solved),
+                }
+            )
+        lines.append(sets_table({"configs": blocks, "solved_threshold": solved}))
+        if multi:
+            out["configs"] = blocks
+        else:
+            out.update({k: blocks[0][k] for k in ("sets", "generalization_gap")})
+        out["eval_sets"] = options["eval.sets"]
+    print("\n".join(lines), flush=True)
     if options["render"] == "true":
         member = members[0]
         obs, rewards = episode_observations(

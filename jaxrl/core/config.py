@@ -51,6 +51,11 @@ class EvalConfig:
     # Held-out evaluation of the final policies on changed env parameters, e.g.
     # "length=0.25,0.5,1.0 gravity=9.8,12" (the grid of all combinations).
     perturb: str = ""
+    # Named sets evaluated at every evaluation point, e.g.
+    # "train; nominal; test: length=1.5,2 gravity=15; wide: length=uniform(0.25,2)"
+    # (train: the training distribution; nominal: the env's own parameters;
+    # NAME: a grid and/or per-episode draws). See jaxrl.envs.sets.
+    sets: str = ""
 
 
 # Evolvable hyperparameters and their bounds (log: perturbed multiplicatively

@@ -26,7 +26,16 @@ from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Env, EnvState, EnvStep, StepKeys
 from jaxrl.envs.params import param_names, with_params
 
-__all__ = ["Dist", "KINDS", "parse_randomize", "draw_params", "Randomized", "RandomizedInner"]
+__all__ = [
+    "Dist",
+    "KINDS",
+    "parse_randomize",
+    "parse_dist_term",
+    "is_dist_term",
+    "draw_params",
+    "Randomized",
+    "RandomizedInner",
+]
 
 KINDS = ("uniform", "loguniform", "choice")
 _TERM = re.compile(r"^(\w+)=(\w+)\((.*)\)$")
@@ -55,54 +64,69 @@ class Dist:
         return choices[jax.random.randint(key, (), 0, len(self.values))]
 
 
+def is_dist_term(part: str) -> bool:
+    """Whether ``part`` reads ``name=kind(…)`` (a distribution, not a value list)."""
+    return _TERM.match(part) is not None
+
+
+def parse_dist_term(part: str, env: Env, field: str = FIELD, text: str = "", names: list[str] | None = None) -> Dist:
+    """``"length=uniform(0.25,1)"`` → a :class:`Dist`; ConfigError naming
+    ``field`` (its whole value ``text``) for a malformed term, an unknown
+    distribution or parameter, an empty range (``lo ≥ hi``), ``loguniform``
+    with ``lo ≤ 0``, an empty ``choice`` or values that are not finite numbers."""
+    text = text or part
+    names = param_names(env) if names is None else names
+    example = EXAMPLE.replace(FIELD, field)
+    match = _TERM.match(part)
+    if not match:
+        raise ConfigError(field, text, f"{part!r} is not name=kind(values)", f"write e.g. {example}")
+    name, kind, inner = match.groups()
+    if name not in names:
+        raise ConfigError(
+            field,
+            text,
+            f"{name!r} is not a parameter of {env.name} (parameters: {', '.join(names) or 'none'})",
+            "use one of those names",
+        )
+    if kind not in KINDS:
+        raise ConfigError(field, text, f"{kind!r} must be one of {', '.join(KINDS)}", f"write e.g. {example}")
+    try:
+        values = tuple(float(v) for v in inner.split(",") if v.strip() != "")
+    except ValueError:
+        raise ConfigError(field, text, f"the values of {name} must be numbers", f"write e.g. {example}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ConfigError(field, text, f"the values of {name} must be finite", f"write e.g. {example}")
+    if kind == "choice":
+        if not values:
+            raise ConfigError(field, text, f"choice() of {name} is empty", f"write e.g. {name}=choice(0.5,1,2)")
+    else:
+        if len(values) != 2 or not values[0] < values[1]:
+            raise ConfigError(
+                field,
+                text,
+                f"{kind} of {name} needs two numbers lo < hi (got {list(values)})",
+                f"write e.g. {name}={kind}(0.5,2)",
+            )
+        if kind == "loguniform" and values[0] <= 0:
+            raise ConfigError(
+                field, text, f"loguniform of {name} needs 0 < lo (got {values[0]})", f"use {name}=uniform(…)"
+            )
+    return Dist(name, kind, values)
+
+
 def parse_randomize(text: str, env: Env) -> tuple[Dist, ...]:
     """``"name=kind(a,b,…) …"`` → one :class:`Dist` per parameter.
 
-    Raises :class:`ConfigError` (field ``env.randomize``) for a malformed term,
-    an unknown distribution or parameter, a parameter named twice, an empty
-    range (``lo ≥ hi``), ``loguniform`` with ``lo ≤ 0``, an empty ``choice``
-    or values that are not finite numbers."""
+    Raises :class:`ConfigError` (field ``env.randomize``) for a bad term
+    (:func:`parse_dist_term`) or a parameter named twice."""
     text = (text or "").strip()
     names = param_names(env)
     found: dict[str, Dist] = {}
     for part in text.replace(";", " ").split():
-        match = _TERM.match(part)
-        if not match:
-            raise ConfigError(FIELD, text, f"{part!r} is not name=kind(values)", f"write e.g. {EXAMPLE}")
-        name, kind, inner = match.groups()
-        if name not in names:
-            raise ConfigError(
-                FIELD,
-                text,
-                f"{name!r} is not a parameter of {env.name} (parameters: {', '.join(names) or 'none'})",
-                "use one of those names",
-            )
-        if name in found:
-            raise ConfigError(FIELD, text, f"{name!r} is randomized twice", f"give {name} one distribution")
-        if kind not in KINDS:
-            raise ConfigError(FIELD, text, f"{kind!r} must be one of {', '.join(KINDS)}", f"write e.g. {EXAMPLE}")
-        try:
-            values = tuple(float(v) for v in inner.split(",") if v.strip() != "")
-        except ValueError:
-            raise ConfigError(FIELD, text, f"the values of {name} must be numbers", f"write e.g. {EXAMPLE}") from None
-        if not all(math.isfinite(v) for v in values):
-            raise ConfigError(FIELD, text, f"the values of {name} must be finite", f"write e.g. {EXAMPLE}")
-        if kind == "choice":
-            if not values:
-                raise ConfigError(FIELD, text, f"choice() of {name} is empty", f"write e.g. {name}=choice(0.5,1,2)")
-        else:
-            if len(values) != 2 or not values[0] < values[1]:
-                raise ConfigError(
-                    FIELD,
-                    text,
-                    f"{kind} of {name} needs two numbers lo < hi (got {list(values)})",
-                    f"write e.g. {name}={kind}(0.5,2)",
-                )
-            if kind == "loguniform" and values[0] <= 0:
-                raise ConfigError(
-                    FIELD, text, f"loguniform of {name} needs 0 < lo (got {values[0]})", f"use {name}=uniform(…)"
-                )
-        found[name] = Dist(name, kind, values)
+        dist = parse_dist_term(part, env, FIELD, text, names)
+        if dist.name in found:
+            raise ConfigError(FIELD, text, f"{dist.name!r} is randomized twice", f"give {dist.name} one distribution")
+        found[dist.name] = dist
     if not found:
         raise ConfigError(FIELD, text, "names no parameter", f"write e.g. {EXAMPLE}")
     return tuple(found.values())

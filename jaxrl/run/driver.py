@@ -31,6 +31,7 @@ from jaxrl.core.config import Config
 from jaxrl.core.errors import ConfigError, error_line
 from jaxrl.core.version import __version__
 from jaxrl.envs import param_names, with_params
+from jaxrl.envs.params import grid, parse_grid_term
 from jaxrl.perf import platform
 from jaxrl.perf.platform import enable_compile_cache
 from jaxrl.run import memory, parallel, stats
@@ -128,34 +129,12 @@ def parse_perturb(text: str, env: Any) -> list[dict[str, float]]:
     """``"length=0.25,0.5 gravity=9.8,12"`` → every combination as a dict.
 
     Raises ConfigError naming unknown parameters or non-numeric values."""
-    import itertools
-
     text = (text or "").strip()
     if not text:
         return []
     names = param_names(env)
-    axes: dict[str, list[float]] = {}
-    for part in text.replace(";", " ").split():
-        key, sep, values = part.partition("=")
-        if not sep or not values:
-            raise ConfigError(
-                "eval.perturb", text, f"{part!r} is not name=v1,v2,…", 'write e.g. eval.perturb="length=0.5,1.0"'
-            )
-        if key not in names:
-            known = ", ".join(names) if names else "none"
-            raise ConfigError(
-                "eval.perturb",
-                text,
-                f"{key!r} is not a parameter of {env.name} (parameters: {known})",
-                "use one of those names",
-            )
-        try:
-            axes[key] = [float(v) for v in values.split(",") if v != ""]
-        except ValueError:
-            raise ConfigError(
-                "eval.perturb", text, f"values of {key} must be numbers", f"write e.g. {key}=0.5,1.0"
-            ) from None
-    return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
+    axes = dict(parse_grid_term(part, env, "eval.perturb", text, names) for part in text.replace(";", " ").split())
+    return grid(axes)
 
 
 # ---------------------------------------------------------------------------
@@ -552,6 +531,8 @@ def execute(
                 "chunk_time_s": dt,
                 "env_steps_per_s": trainer.chunk_updates * trainer.steps_per_update * num_members / dt,
             }
+            if trainer.eval_sets:
+                record["eval_sets"] = set_means(trainer, metrics.sets, alive)
             if not job.record_updates:
                 record.update(chunk_training_stats(metrics.updates, trainer.algorithm.metrics))
             if use_pbt:
@@ -610,6 +591,7 @@ def execute(
                     if live.size
                     else " · every member failed"
                 )
+                + _sets_text(record.get("eval_sets"), alive)
                 + f" · {format_count(trainer.chunk_updates * trainer.steps_per_update * num_members / dt)} steps/s"
             )
             if not alive.any():
@@ -645,6 +627,24 @@ def execute(
             writer.close()
         if checkpointer is not None:
             checkpointer.close()
+
+
+def set_means(trainer: Any, sets: dict[str, Any], alive: Any) -> dict[str, Any]:
+    """Each evaluation set's mean return per member ``[M]`` (NaN for failed
+    members), in ``eval.sets`` order."""
+    import numpy as np
+
+    return {
+        s.name: np.where(alive, np.asarray(sets[s.name].returns, np.float64).mean(axis=1), np.nan)
+        for s in trainer.eval_sets
+    }
+
+
+def _sets_text(sets: dict[str, Any] | None, alive: Any) -> str:
+    """`` · sets: nominal 81.2, test 40.3`` (IQM over the live members) for the progress line."""
+    if not sets or not alive.any():
+        return ""
+    return " · sets: " + ", ".join(f"{name} {stats.iqm(values[alive]):.1f}" for name, values in sets.items())
 
 
 def _fits(job: Job, check: Callable[[], None]) -> None:
@@ -778,6 +778,8 @@ def summarize(job: Job, trainer, env, records, compile_s, train_s, wall_s, heldo
             block = {k: None for k in ("mean", "median", "iqm", "ci95", "std", "min", "max", "solved_fraction")}
         if solved is not None:
             block["solved_fraction"] = float(np.sum(alive >= solved)) / len(members)
+        if "eval_sets" in last:
+            block.update(set_blocks(last["eval_sets"], final, members, solved))
         hp = {k: float(np.asarray(v)[members[0]]) for k, v in dataclasses.asdict(job.hparams).items()}
         configs.append(
             {
@@ -831,6 +833,60 @@ def summarize(job: Job, trainer, env, records, compile_s, train_s, wall_s, heldo
     if job.config.pbt.population:
         summary["pbt"] = _pbt_summary(evals, final, job.config.pbt.hparams)
     return summary
+
+
+def set_blocks(
+    sets: dict[str, list[float | None]], final: list[float | None], members: list[int], solved: float | None
+) -> dict[str, Any]:
+    """``{"sets": {name: statistics}, "generalization_gap": {name: {gap, ci95}}}``
+    of one configuration's members: the final evaluation of every set, and each
+    set's IQM minus the training distribution's (the run's own evaluation) with
+    a paired bootstrap CI over seeds (failed members left out)."""
+    import numpy as np
+
+    live = [i for i in members if final[i] is not None]
+    train = np.asarray([final[i] for i in live], np.float64)
+    blocks: dict[str, Any] = {}
+    gaps: dict[str, Any] = {}
+    for name, values in sets.items():
+        x = np.asarray([values[i] for i in live], np.float64)
+        blocks[name] = {"returns": x.tolist(), **(stats.summarize(x, solved) if x.size else {})}
+        if name != "train" and x.size:
+            gaps[name] = stats.paired_difference(x, train)
+    return {"sets": blocks, "generalization_gap": gaps}
+
+
+def sets_table(summary: dict[str, Any]) -> str:
+    """Text table of the evaluation sets: per set (and configuration) IQM
+    [95% CI], mean, solved fraction and the gap to the training distribution."""
+    configs = [c for c in summary.get("configs") or [summary] if c.get("sets")]
+    if not configs:
+        return ""
+    multi = len(configs) > 1
+    solved = summary.get("solved_threshold") is not None
+    lines = ["evaluation sets (final policies, deterministic; gap: set IQM − train IQM, paired bootstrap over seeds):"]
+    header = (
+        f"  {'set':<12}" + (f" {'configuration':<28}" if multi else "") + f" {'IQM':>9}  {'95% CI':>19} {'mean':>9}"
+    )
+    header += ("  solved" if solved else "") + f"  {'gap':>9}  {'95% CI':>19}"
+    lines.append(header)
+    names = list(configs[0]["sets"])
+    for name in names:
+        for config in configs:
+            block = config["sets"].get(name) or {}
+            if block.get("iqm") is None:
+                continue
+            lo, hi = block["ci95"]
+            line = f"  {name:<12}" + (f" {config.get('label', ''):<28}" if multi else "")
+            line += f" {block['iqm']:>9.2f}  [{lo:>8.2f}, {hi:>8.2f}] {block['mean']:>9.2f}"
+            if solved:
+                line += f"  {block['solved_fraction'] * 100:5.0f}%"
+            gap = config.get("generalization_gap", {}).get(name)
+            if gap is not None:
+                glo, ghi = gap["ci95"]
+                line += f"  {gap['gap']:>+9.2f}  [{glo:>+8.2f}, {ghi:>+8.2f}]"
+            lines.append(line)
+    return "\n".join(lines)
 
 
 def _pbt_summary(evals: list[dict[str, Any]], final: list[float | None], evolved: tuple[str, ...]) -> dict[str, Any]:
@@ -903,4 +959,15 @@ def plot_run(run_dir: str, records: list[dict[str, Any]], title: str, solved: fl
                 last = v if np.isfinite(v) else last
                 row[i] = last
         panels.append(("training episode return", np.asarray([r["env_steps"] for r in source]), train))
+    if evals and "eval_sets" in evals[-1]:
+        panels.append(
+            (
+                "eval return by evaluation set",
+                np.asarray([r["env_steps"] for r in evals]),
+                {
+                    name: np.asarray([[np.nan if v is None else v for v in r["eval_sets"][name]] for r in evals]).T
+                    for name in evals[-1]["eval_sets"]
+                },
+            )
+        )
     stats.plot_curves(os.path.join(run_dir, "curves.png"), panels, title=title, solved_return=solved)

@@ -244,6 +244,14 @@ def scalars(record: dict[str, Any], members: list[str], metrics: tuple[str, ...]
             value = _iqm(values)
             if value is not None:
                 out[f"{group}/{tag}_iqm"] = value
+    for name, values in (record.get("eval_sets") or {}).items():  # eval.sets: one curve per set and member
+        values = [None if v is None else float(v) for v in np.asarray(values, dtype=object).tolist()]
+        for member, v in zip(members, values, strict=True):
+            if v is not None and math.isfinite(v):
+                out[f"eval_sets/{name}/{member}"] = v
+        value = _iqm(values)
+        if value is not None:
+            out[f"eval_sets/{name}_iqm"] = value
     return out
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "iqm",
     "bootstrap_ci",
     "stratified_bootstrap_ci",
+    "paired_difference",
     "optimality_gap",
     "probability_of_improvement",
     "performance_profile",
@@ -87,6 +88,43 @@ def stratified_bootstrap_ci(
     values = np.apply_along_axis(statistic, 1, resampled)
     alpha = (1.0 - confidence) / 2.0
     return (float(np.quantile(values, alpha)), float(np.quantile(values, 1.0 - alpha)))
+
+
+def paired_difference(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``{"gap": IQM(x) − IQM(y), "ci95": [lo, hi]}`` for paired samples (the
+    same seeds measured twice, e.g. a held-out set and the training
+    distribution): a percentile bootstrap that resamples seeds, keeping each
+    seed's two values together (deterministic: fixed ``seed``)."""
+    from scipy import stats
+
+    x = np.asarray(x, np.float64).ravel()
+    y = np.asarray(y, np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples need equal sizes (got {x.size} and {y.size})")
+    gap = iqm(x) - iqm(y)
+    if x.size < 2 or (np.all(x == x[0]) and np.all(y == y[0])):
+        return {"gap": gap, "ci95": [gap, gap]}
+
+    def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return stats.trim_mean(a, 0.25, axis=axis) - stats.trim_mean(b, 0.25, axis=axis)
+
+    result = stats.bootstrap(
+        (x, y),
+        statistic,
+        paired=True,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    return {"gap": gap, "ci95": [float(result.confidence_interval.low), float(result.confidence_interval.high)]}
 
 
 def optimality_gap(x: Sequence[float] | np.ndarray, target: float) -> float:
@@ -221,7 +259,8 @@ def plot_curves(
     """Save a learning-curve PNG: per panel, IQM across seeds with its 95% CI
     band and every seed as a thin line.
 
-    ``panels``: ``(label, env_steps [P], values [S, P])`` triples.
+    ``panels``: ``(label, env_steps [P], values [S, P])`` triples; ``values``
+    may instead be ``{name: [S, P]}``, one IQM curve with its band per name.
     """
     import matplotlib
 
@@ -230,6 +269,23 @@ def plot_curves(
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
     for ax, (label, steps, values) in zip(axes[0], panels, strict=True):
+        if isinstance(values, dict):  # one IQM curve per named series (evaluation sets)
+            colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+            for i, (name, series) in enumerate(values.items()):
+                xs, series = thin(np.asarray(steps), np.asarray(series, np.float64))
+                mid, lo, hi = iqm_band(series)
+                color = colors[i % len(colors)]
+                ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
+                ax.plot(xs, mid, color=color, linewidth=2, label=f"{name} (IQM, 95% CI)")
+            if solved_return is not None:
+                ax.axhline(
+                    solved_return, color="gray", linestyle="--", linewidth=1, label=f"solved ({solved_return:g})"
+                )
+            ax.set_xlabel("env steps per seed")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+            ax.legend(loc="lower right", fontsize=8)
+            continue
         steps, values = thin(np.asarray(steps), np.asarray(values, np.float64))
         for row in values:
             ax.plot(steps, row, color="tab:blue", alpha=0.25, linewidth=0.7)

@@ -16,6 +16,7 @@ from jaxrl import envs
 from jaxrl.core.config import MAX_MEMBERS, Config, seed_ids
 from jaxrl.core.contract import hparams_for
 from jaxrl.core.errors import ConfigError, error_line, make_dir
+from jaxrl.envs.sets import parse_sets
 from jaxrl.run import driver, parallel, report
 from jaxrl.run.config import ALGOS, check_env_actions, normalize_overrides, parse, schema, to_dict, validate
 from jaxrl.run.driver import Job
@@ -295,6 +296,7 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
         ) from None
     check_env_actions(first, env)
     driver.parse_perturb(first.eval.perturb, env)
+    parse_sets(first.eval.sets, env)
     groups = [
         {"dir": f"group-{g}", "configurations": [_label(the_plan.assignments[i]) for i in group]}
         for g, group in enumerate(the_plan.groups)
@@ -343,6 +345,8 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
         driver.write_json(os.path.join(group_dir, "summary.json"), outcome.summary)
         if "heldout" in outcome.summary:
             print(driver.heldout_table(outcome.summary), flush=True)
+        if any(c.get("sets") for c in outcome.summary["configs"]):
+            print(driver.sets_table(outcome.summary), flush=True)
     entries = report.load(sweep_dir)
     result = report.build(entries)
     text = report.write(entries, result, sweep_dir, plots=first.plots)

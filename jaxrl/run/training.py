@@ -17,6 +17,7 @@ from jaxrl.core.config import Config, seed_ids
 from jaxrl.core.contract import algorithm_for, hparams_for
 from jaxrl.core.errors import ConfigError, error_line, make_dir
 from jaxrl.envs import canonical_name
+from jaxrl.envs.sets import parse_sets
 from jaxrl.perf import platform
 from jaxrl.run import driver, parallel, stats
 from jaxrl.run.config import check_env_actions, from_dict, parse, to_dict, validate
@@ -242,6 +243,7 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper:
             ) from None
         check_env_actions(config, env)  # before anything is written
         driver.parse_perturb(config.eval.perturb, env)
+        parse_sets(config.eval.sets, env)
         job = job_for(config, run_dir, resuming)
         parallel.plan(config, len(job.seeds))  # device layout errors before anything is written
         if not resuming and parallel.is_primary():
@@ -272,6 +274,8 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper:
             print(_pbt_text(summary["pbt"]), flush=True)
         if "heldout" in summary:
             print(driver.heldout_table(summary), flush=True)
+        if summary.get("sets"):
+            print(driver.sets_table(summary), flush=True)
         log(
             f"compile {summary['compile_time_s']:.1f} s · train {summary['train_time_s']:.1f} s · "
             f"{_count(summary['env_steps_per_s'])} env steps/s · wall {summary['wall_time_s']:.1f} s"

@@ -33,7 +33,9 @@ from jaxrl import envs as envs_lib
 from jaxrl import perf as perf_lib
 from jaxrl.algos import get as get_algorithm
 from jaxrl.core.config import Config, seed_ids
+from jaxrl.envs.params import with_params
 from jaxrl.envs.randomize import Randomized
+from jaxrl.envs.sets import EvalSet, parse_sets
 from jaxrl.trainer.evaluate import make_evaluate  # (lazy: keeps `python -m jaxrl.evaluate` clean)
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "make_train",
     "seed_keys",
     "make_batched",
+    "make_evaluate_sets",
 ]
 
 
@@ -61,6 +64,7 @@ class TrainState:
 class ChunkMetrics(NamedTuple):
     updates: Any  # algorithm UpdateMetrics, each field [chunk_updates]
     eval: EvalMetrics  # at the end of the chunk
+    sets: Any = {}  # noqa: RUF012  (never mutated) eval.sets' name → EvalMetrics, returns [points × episodes]
 
 
 class Trainer(NamedTuple):
@@ -81,6 +85,11 @@ class Trainer(NamedTuple):
     steps_per_update: int  # env steps per update and seed
     warmup_steps: int = 0  # env steps per seed taken before the first update
     algorithm: Any = None  # jaxrl.algos.Algorithm: the declarations the host reads
+    eval_sets: tuple[EvalSet, ...] = ()  # eval.sets, in the order given
+    # evaluate_sets(state, eval) -> {name: EvalMetrics}: every named set evaluated
+    # with the key of the state's latest evaluation (``eval``: its result, reused
+    # for the ``train`` set); reads the state, changes nothing
+    evaluate_sets: Callable[[TrainState, EvalMetrics], dict[str, EvalMetrics]] | None = None
 
     def env_steps(self, updates: int) -> int:
         """Env steps per seed after ``updates`` updates (host-side Python int)."""
@@ -213,10 +222,21 @@ def make_train(
         state = state.replace(eval_key=eval_key, last_eval_key=jax.random.key_data(key))
         return state, (run_eval if params is None else run_fixed)(state.agent, key, params)
 
+    eval_sets = parse_sets(config.eval.sets, env)
+    run_sets = make_evaluate_sets(
+        eval_sets, env, agent.act, config.eval.episodes, eval_steps, env_params, agent.init_carry
+    )
+
+    def evaluate_sets(state: TrainState, eval_metrics: EvalMetrics) -> dict[str, EvalMetrics]:
+        """Every set of ``eval.sets`` under the policy of ``state``, keyed by
+        the state's latest evaluation (:func:`make_evaluate_sets`)."""
+        key = jax.random.wrap_key_data(state.last_eval_key, impl=jax.random.key_impl(state.eval_key))
+        return run_sets(state.agent, key, eval_metrics)
+
     def train_chunk(state: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
         state, metrics = jax.lax.scan(lambda s, _: update(s, hp), state, None, length=chunk_updates)
         state, eval_metrics = evaluate(state)
-        return state, ChunkMetrics(metrics, eval_metrics)
+        return state, ChunkMetrics(metrics, eval_metrics, evaluate_sets(state, eval_metrics))
 
     def train(key: jax.Array, hp: Any) -> tuple[TrainState, ChunkMetrics]:
         state = init(key, hp)
@@ -238,7 +258,69 @@ def make_train(
         steps_per_update=agent.steps_per_update,
         warmup_steps=agent.warmup_steps,
         algorithm=algorithm,
+        eval_sets=eval_sets,
+        evaluate_sets=evaluate_sets,
     )
+
+
+def make_evaluate_sets(
+    eval_sets: tuple[EvalSet, ...],
+    env: envs_lib.Env,
+    act: Callable,
+    num_episodes: int,
+    max_steps: int,
+    env_params: Any = None,
+    init_carry: Callable | None = None,
+) -> Callable[[Any, jax.Array, EvalMetrics], dict[str, EvalMetrics]]:
+    """``evaluate_sets(agent_state, key, train_eval) -> {name: EvalMetrics}``:
+    every evaluation set (:mod:`jaxrl.envs.sets`) under ``act``.
+
+    ``key`` is the key of the run's own evaluation, whose result ``train_eval``
+    is the ``train`` set; set ``i`` draws from ``fold_in(key, i + 1)``, so adding
+    a set changes neither training nor the other sets' episodes, and the same
+    key replays the same episodes. ``nominal`` and the custom sets run on the
+    un-randomized env (a custom set's own draws aside); a custom set's returns
+    are ``[points × episodes]``, grid point by grid point.
+    """
+    fixed = env.inner if isinstance(env, Randomized) else env
+    env_params = fixed.default_params if env_params is None else env_params
+    programs = {s.name: _set_program(s, fixed, act, num_episodes, max_steps, env_params, init_carry) for s in eval_sets}
+
+    def evaluate_sets(agent_state: Any, key: jax.Array, train_eval: EvalMetrics) -> dict[str, EvalMetrics]:
+        out = {}
+        for i, s in enumerate(eval_sets):
+            program = programs[s.name]
+            out[s.name] = train_eval if program is None else program(agent_state, jax.random.fold_in(key, i + 1))
+        return out
+
+    return evaluate_sets
+
+
+def _set_program(
+    s: EvalSet,
+    fixed: envs_lib.Env,
+    act: Callable,
+    num_episodes: int,
+    max_steps: int,
+    env_params: Any,
+    init_carry: Callable | None,
+) -> Callable[[Any, jax.Array], EvalMetrics] | None:
+    """``program(agent_state, key) -> EvalMetrics`` of one set (None for ``train``)."""
+    if s.kind == "train":
+        return None
+    env = Randomized(fixed, s.dists) if s.dists else fixed
+    run = make_evaluate(env, act, num_episodes, max_steps, env_params, init_carry)
+    if s.kind == "nominal":
+        return lambda agent_state, key: run(agent_state, key, env_params)
+    points = [with_params(fixed, env_params, **p) for p in s.points]
+    stacked = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *points)
+    over_points = jax.vmap(run, in_axes=(None, 0, 0))
+
+    def program(agent_state: Any, key: jax.Array) -> EvalMetrics:
+        result = over_points(agent_state, jax.random.split(key, len(points)), stacked)
+        return jax.tree.map(lambda x: x.reshape(-1), result)
+
+    return program
 
 
 class Progress(NamedTuple):
@@ -274,6 +356,7 @@ def make_batched(
     init_b = jax.vmap(trainer.init, in_axes=(0, hp_axis))
     update_b = jax.vmap(trainer.update, in_axes=(0, hp_axis))
     evaluate_b = jax.vmap(trainer.evaluate)
+    sets_b = jax.vmap(trainer.evaluate_sets) if trainer.evaluate_sets is not None else (lambda states, ev: {})
 
     def chunk(states: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
         def body(carry, i):
@@ -295,7 +378,7 @@ def make_batched(
         # scan stacks updates first: [U, S] → [S, U] so every leaf is seed-major.
         metrics = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), metrics)
         states, eval_metrics = evaluate_b(states)
-        return states, ChunkMetrics(metrics, eval_metrics)
+        return states, ChunkMetrics(metrics, eval_metrics, sets_b(states, eval_metrics))
 
     return init_b, chunk
 

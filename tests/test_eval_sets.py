@@ -1,0 +1,268 @@
+"""Named evaluation sets (``eval.sets``): the specification, what each set
+evaluates (closed-form on an env whose reward is its parameter), training left
+bitwise unchanged by adding sets, and the CLI's curves, tables, gap and
+``evaluate RUN_DIR eval.sets=…``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+
+from jaxrl import envs
+from jaxrl.core.errors import ConfigError
+from jaxrl.envs import Discrete, Env
+from jaxrl.envs.randomize import Randomized, parse_randomize
+from jaxrl.envs.sets import parse_sets
+from jaxrl.run import stats
+from jaxrl.run.config import parse
+from jaxrl.run.logs import scalars
+from jaxrl.trainer.loop import make_batched, make_train
+from tests.configs import CARTPOLE_TINY
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@struct.dataclass
+class Knob:
+    value: float = 1.0
+    other: float = 0.0
+
+
+class Payout(Env):
+    """One-step episodes whose reward is the parameter ``value`` plus ``other``:
+    an episode's return is the parameters it ran under."""
+
+    def __init__(self):
+        self.name = "Payout"
+        self.obs_shape = (1,)
+        self.action_space = Discrete(2)
+        self.default_params = Knob()
+        self.max_episode_steps = 1
+
+    def _reset(self, key, params):
+        return jnp.zeros((), jnp.int32), jnp.zeros((1,), jnp.float32)
+
+    def _step(self, key, inner, action, params):
+        obs = jnp.zeros((1,), jnp.float32)
+        return inner, obs, params.value + params.other, jnp.bool_(True), jnp.bool_(False), obs
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return envs.make("cartpole")
+
+
+def test_parse_reads_builtins_grids_and_distributions(cartpole):
+    sets = parse_sets(
+        "train; nominal; test: length=1.5,2 gravity=15; wide: length=uniform(0.25,2) gravity=9,11", cartpole
+    )
+    assert [(s.name, s.kind) for s in sets] == [
+        ("train", "train"),
+        ("nominal", "nominal"),
+        ("test", "custom"),
+        ("wide", "custom"),
+    ]
+    assert sets[2].points == ({"length": 1.5, "gravity": 15.0}, {"length": 2.0, "gravity": 15.0}) and not sets[2].dists
+    assert sets[3].points == ({"gravity": 9.0}, {"gravity": 11.0})
+    assert [(d.name, d.kind, d.values) for d in sets[3].dists] == [("length", "uniform", (0.25, 2.0))]
+    assert sets[3].describe() == "wide: gravity=9,11 length=uniform(0.25,2)"
+    assert parse_sets("", cartpole) == () and parse_sets("  ", cartpole) == ()
+
+
+BAD = [
+    ("train; train", "the set name 'train' is used twice"),
+    ("test: length=2; test: length=3", "the set name 'test' is used twice"),
+    ("heldout", "'heldout' is not a built-in set (train, nominal) and gives no terms"),
+    ("test:", "'test' is not a built-in set"),
+    ("nominal: length=2", "'nominal' is a built-in set and takes no terms"),
+    ("test: lenght=2", "'lenght' is not a parameter of CartPole-v1"),
+    ("test: length=uniform(2,1)", "needs two numbers lo < hi"),
+    ("test: length=long", "values of length must be numbers"),
+    ("test: length=1 length=uniform(1,2)", "set 'test' names 'length' twice"),
+    ("my set: length=2", "'my set' is not a set name"),
+    (";", "names no set"),
+]
+
+
+@pytest.mark.parametrize("text, expected", BAD, ids=[b[0] for b in BAD])
+def test_bad_sets_name_the_field_value_constraint_and_fix(text, expected, cartpole):
+    with pytest.raises(ConfigError) as error:
+        parse_sets(text, cartpole)
+    message = str(error.value)
+    assert message.startswith(f"eval.sets={text}") and expected in message and "fix: " in message, message
+
+
+def _sets_of_payout(sets: str, randomize: str = "value=uniform(0,1)", episodes: int = 64):
+    """Every set of ``sets`` evaluated once on a Payout env trained over
+    ``randomize``: ``{name: returns [members, points × episodes]}``."""
+    base = Payout()
+    env = Randomized(base, parse_randomize(randomize, base))
+    sizes = ["total_timesteps=64", "num_envs=4", "num_evals=1", "algo.num_steps=8", "algo.num_minibatches=1"]
+    config = parse([*sizes, "algo.update_epochs=1", f"eval.episodes={episodes}", f"eval.sets={sets}"])
+    trainer = make_train(config, env=env)
+    init, chunk = make_batched(trainer)
+    states = jax.jit(init)(jax.vmap(jax.random.key)(jnp.arange(2)), trainer.hparams)
+    _, metrics = jax.jit(chunk)(states, trainer.hparams)
+    return {name: np.asarray(m.returns) for name, m in metrics.sets.items()}, np.asarray(metrics.eval.returns)
+
+
+def test_each_set_evaluates_what_it_names():
+    """The train set is the training distribution's draws (the run's own
+    evaluation); nominal is the env's parameters; a grid set is exactly its
+    values, grid point by grid point, with unnamed parameters at their nominal
+    values (never the training draws); a distribution set draws per episode."""
+    sets, own = _sets_of_payout("train; nominal; test: value=3,5 other=0.5; wide: value=choice(7,9)")
+    np.testing.assert_array_equal(sets["train"], own)
+    assert np.all((own >= 0) & (own < 1)) and len(np.unique(own)) == own.size  # drawn per episode
+    np.testing.assert_array_equal(sets["nominal"], np.ones((2, 64)))
+    expected = np.concatenate([np.full(64, 3.5), np.full(64, 5.5)])
+    np.testing.assert_array_equal(sets["test"], np.broadcast_to(expected, (2, 128)))
+    values, counts = np.unique(sets["wide"], return_counts=True)
+    np.testing.assert_array_equal(values, [7.0, 9.0])
+    assert counts.min() > 20  # both drawn (128 draws, p(< 21 of either) < 1e-9)
+    assert not np.array_equal(sets["wide"][0], sets["wide"][1])  # members draw from their own streams
+
+
+def test_a_sets_episodes_do_not_depend_on_the_other_sets():
+    """Set ``i`` draws from its own stream: the same set, first beside others
+    or alone, gives the same episodes; the same specification in another place
+    draws others."""
+    alone, _ = _sets_of_payout("wide: value=uniform(2,3)")
+    beside, _ = _sets_of_payout("wide: value=uniform(2,3); nominal; again: value=uniform(2,3)")
+    np.testing.assert_array_equal(alone["wide"], beside["wide"])
+    assert not np.array_equal(beside["wide"], beside["again"])
+
+
+def _chunk(sets: str):
+    args = ["env=cartpole", *CARTPOLE_TINY]
+    trainer = make_train(parse([*args, "env.randomize=length=uniform(0.25,1)", f"eval.sets={sets}"]))
+    init, chunk = make_batched(trainer, progress=None)
+    states = jax.jit(init)(jax.vmap(jax.random.key)(jnp.arange(2)), trainer.hparams)
+    step = jax.jit(chunk)
+    outs = []
+    for _ in range(trainer.num_chunks):
+        states, metrics = step(states, trainer.hparams)
+        outs.append((states, metrics.updates, metrics.eval))
+    return outs, metrics.sets
+
+
+def _bits(tree):
+    return [
+        np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+        for x in jax.tree.leaves(tree)
+    ]
+
+
+def test_adding_evaluation_sets_leaves_training_bitwise_unchanged():
+    plain, none = _chunk("")
+    tracked, sets = _chunk("train; nominal; test: length=1.5,2 gravity=15")
+    assert none == {} and set(sets) == {"train", "nominal", "test"}
+    assert np.asarray(sets["test"].returns).shape == (2, 4)  # 2 grid points × 2 episodes
+    for a, b in zip(_bits(plain), _bits(tracked), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_generalization_gap_is_a_paired_bootstrap():
+    """Seeds are resampled together: a constant shift of every seed has a
+    zero-width interval at the shift, which an unpaired bootstrap would not."""
+    rng = np.random.default_rng(0)
+    train = rng.normal(100, 30, 16)
+    gap = stats.paired_difference(train - 20, train)
+    assert gap["gap"] == pytest.approx(-20) and gap["ci95"] == pytest.approx([-20, -20])
+    noisy = stats.paired_difference(train - 20 + rng.normal(0, 5, 16), train)
+    lo, hi = noisy["ci95"]
+    assert lo < noisy["gap"] < hi and hi - lo < 15
+    with pytest.raises(ValueError):
+        stats.paired_difference(train[:3], train)
+
+
+def test_dashboards_get_one_curve_per_set_and_member():
+    record = {"type": "eval", "eval_return": [1.0, 2.0], "eval_sets": {"test": [3.0, None], "nominal": [4.0, 5.0]}}
+    out = scalars(record, ["seed_0", "seed_1"])
+    assert out["eval_sets/test/seed_0"] == 3.0 and "eval_sets/test/seed_1" not in out
+    assert out["eval_sets/nominal_iqm"] == 4.5 and out["eval_sets/test_iqm"] == 3.0
+
+
+SETS = "train; nominal; test: length=1.5,2 gravity=15"
+TINY = ["num_envs=4", "total_timesteps=4096", "num_evals=2", "eval.episodes=4", "algo.num_steps=32"]
+
+
+def cli(module: str, *args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tracked_run(tmp_path_factory):
+    home = tmp_path_factory.mktemp("sets")
+    proc = cli(
+        "jaxrl.train",
+        "env=cartpole",
+        "seeds=4",
+        "env.randomize=length=uniform(0.25,1)",
+        f"eval.sets={SETS}",
+        *TINY,
+        f"run_dir={home / 'run'}",
+        cwd=home,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return home, home / "run", proc
+
+
+def test_the_cli_tracks_every_set_at_every_evaluation(tracked_run):
+    home, run_dir, proc = tracked_run
+    evals = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in evals if r["type"] == "eval"]
+    assert len(evals) == 2
+    for r in evals:
+        assert list(r["eval_sets"]) == ["train", "nominal", "test"]
+        assert r["eval_sets"]["train"] == r["eval_return"]
+        assert all(len(v) == 4 for v in r["eval_sets"].values())
+    assert "· sets: train " in proc.stderr and ", test " in proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    final = evals[-1]["eval_sets"]
+    for name in ("train", "nominal", "test"):
+        block = summary["sets"][name]
+        assert block["returns"] == final[name]
+        assert block["iqm"] == pytest.approx(stats.iqm(final[name]))
+    assert set(summary["generalization_gap"]) == {"nominal", "test"}
+    gap = summary["generalization_gap"]["test"]
+    assert gap["gap"] == pytest.approx(stats.iqm(final["test"]) - stats.iqm(summary["final_eval_return"]))
+    lo, hi = gap["ci95"]
+    assert lo <= gap["gap"] <= hi
+    table = proc.stdout.split("evaluation sets", 1)[1]
+    assert all(f"\n  {name} " in table for name in ("train", "nominal", "test")), proc.stdout
+    assert (run_dir / "curves.png").is_file()
+
+
+def test_evaluate_replays_the_sets_and_adds_new_ones(tracked_run):
+    home, run_dir, _ = tracked_run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    proc = cli("jaxrl.evaluate", str(run_dir), f"eval.sets={SETS}; far: length=3 masspole=0.5", cwd=home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads((run_dir / "evaluation.json").read_text())
+    for name in ("train", "nominal", "test"):  # the run's own sets: its final set evaluation, exactly
+        assert out["sets"][name]["returns"] == summary["sets"][name]["returns"], name
+    assert len(out["sets"]["far"]["returns"]) == 4 and "far" in out["generalization_gap"]
+    assert "\n  far " in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "module, extra",
+    [("jaxrl.train", ["env=cartpole", "eval.sets=train; train"]), ("jaxrl.evaluate", ["eval.sets=test: mass=2"])],
+)
+def test_bad_sets_exit_2_with_one_line_and_write_nothing(module, extra, tracked_run, tmp_path):
+    _, run_dir, _ = tracked_run
+    before = sorted(p.name for p in run_dir.iterdir())
+    args = [*extra, *TINY] if module == "jaxrl.train" else [str(run_dir), *extra]
+    proc = cli(module, *args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: eval.sets=") and "Traceback" not in proc.stderr, lines
+    assert not (tmp_path / "runs").exists() and sorted(p.name for p in run_dir.iterdir()) == before
