@@ -29,6 +29,8 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
                           replay), pqn | dqn (discrete, Q-learning); jaxrl.algos.register adds yours
   seeds=16 | seeds=[0,5]  number of seeds (ids seed..seed+N-1) or explicit ids
   num_envs=4 total_timesteps=5e5 num_evals=20 eval.episodes=16 eval.perturb="length=0.5,1"
+  env.randomize="length=uniform(0.25,1)" (parameters drawn per episode) env.params="gravity=12"
+  eval.sets="nominal; test: length=1.5,2" (named sets tracked at every evaluation point)
   algo.lr=2.5e-4 algo.num_steps=128 algo.update_epochs=4 algo.num_minibatches=4
   algo.gamma=0.99 algo.gae_lambda=0.95 algo.clip_eps=0.2 algo.ent_coef=0.01
   algo.vf_coef=0.5 algo.max_grad_norm=0.5 algo.lr_schedule=linear|constant|adaptive

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import yaml
 from flax import struct
 
 from jaxrl import envs
@@ -25,6 +26,16 @@ from jaxrl.run.config import parse
 from jaxrl.run.logs import scalars
 from jaxrl.trainer.loop import make_batched, make_train
 from tests.configs import CARTPOLE_TINY
+from tests.test_readme import (
+    COMMANDS,
+    GEN_EVALUATE,
+    GEN_NOMINAL,
+    GEN_PENDULUM,
+    GEN_RANDOMIZED,
+    check_train_run,
+    run,
+    user_env,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -190,75 +201,87 @@ def test_dashboards_get_one_curve_per_set_and_member():
     assert out["eval_sets/nominal_iqm"] == 4.5 and out["eval_sets/test_iqm"] == 3.0
 
 
-SETS = "train; nominal; test: length=1.5,2 gravity=15"
 TINY = ["num_envs=4", "total_timesteps=4096", "num_evals=2", "eval.episodes=4", "algo.num_steps=32"]
+OWN = ["nominal", "long", "short"]  # the README commands' sets
 
 
 def cli(module: str, *args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=300, env=user_env()
+    )
 
 
 @pytest.fixture(scope="module")
-def tracked_run(tmp_path_factory):
-    home = tmp_path_factory.mktemp("sets")
-    proc = cli(
-        "jaxrl.train",
-        "env=cartpole",
-        "seeds=4",
-        "env.randomize=length=uniform(0.25,1)",
-        f"eval.sets={SETS}",
-        *TINY,
-        f"run_dir={home / 'run'}",
-        cwd=home,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return home, home / "run", proc
+def home(tmp_path_factory):
+    return tmp_path_factory.mktemp("user")
 
 
-def test_the_cli_tracks_every_set_at_every_evaluation(tracked_run):
-    home, run_dir, proc = tracked_run
+@pytest.fixture(scope="module")
+def randomized_run(home):
+    """The README's randomized CartPole command at its CI budget."""
+    proc = run(GEN_RANDOMIZED, home, COMMANDS[GEN_RANDOMIZED])
+    run_dir, summary = check_train_run(proc, 16)
+    return run_dir, summary, proc
+
+
+def test_the_cli_tracks_every_set_at_every_evaluation(randomized_run):
+    run_dir, summary, proc = randomized_run
     evals = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in evals if r["type"] == "eval"]
     assert len(evals) == 2
     for r in evals:
-        assert list(r["eval_sets"]) == ["train", "nominal", "test"]
-        assert r["eval_sets"]["train"] == r["eval_return"]
-        assert all(len(v) == 4 for v in r["eval_sets"].values())
-    assert "· sets: train " in proc.stderr and ", test " in proc.stderr
-    summary = json.loads((run_dir / "summary.json").read_text())
+        assert list(r["eval_sets"]) == OWN and all(len(v) == 16 for v in r["eval_sets"].values())
+    assert "· sets: nominal " in proc.stderr and ", long " in proc.stderr
     final = evals[-1]["eval_sets"]
-    for name in ("train", "nominal", "test"):
+    for name in OWN:
         block = summary["sets"][name]
         assert block["returns"] == final[name]
         assert block["iqm"] == pytest.approx(stats.iqm(final[name]))
-    assert set(summary["generalization_gap"]) == {"nominal", "test"}
-    gap = summary["generalization_gap"]["test"]
-    assert gap["gap"] == pytest.approx(stats.iqm(final["test"]) - stats.iqm(summary["final_eval_return"]))
+    assert set(summary["generalization_gap"]) == set(OWN)
+    gap = summary["generalization_gap"]["long"]
+    assert gap["gap"] == pytest.approx(stats.iqm(final["long"]) - stats.iqm(summary["final_eval_return"]))
     lo, hi = gap["ci95"]
     assert lo <= gap["gap"] <= hi
     table = proc.stdout.split("evaluation sets", 1)[1]
-    assert all(f"\n  {name} " in table for name in ("train", "nominal", "test")), proc.stdout
-    assert (run_dir / "curves.png").is_file()
+    assert all(f"\n  {name} " in table for name in OWN), proc.stdout
 
 
-def test_evaluate_replays_the_sets_and_adds_new_ones(tracked_run):
-    home, run_dir, _ = tracked_run
-    summary = json.loads((run_dir / "summary.json").read_text())
-    proc = cli("jaxrl.evaluate", str(run_dir), f"eval.sets={SETS}; far: length=3 masspole=0.5", cwd=home)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_the_nominal_readme_command(home):
+    proc = run(GEN_NOMINAL, home, COMMANDS[GEN_NOMINAL])
+    _, summary = check_train_run(proc, 16)
+    assert list(summary["sets"]) == OWN
+
+
+def test_the_pendulum_readme_command(home):
+    proc = run(GEN_PENDULUM, home, COMMANDS[GEN_PENDULUM])
+    _, summary = check_train_run(proc, 4)
+    assert list(summary["sets"]) == ["nominal", "long"] and "long" in summary["generalization_gap"]
+    assert "l=uniform(0.7,1.6)" in summary["env"]
+
+
+def test_evaluate_on_new_sets_and_replaying_the_runs_own(randomized_run, home):
+    run_dir, summary, _ = randomized_run
+    proc = run(GEN_EVALUATE, home, RUN_DIR=str(run_dir))
     out = json.loads((run_dir / "evaluation.json").read_text())
-    for name in ("train", "nominal", "test"):  # the run's own sets: its final set evaluation, exactly
+    assert list(out["sets"]) == ["train", "heavy", "wide"] and "\n  wide " in proc.stdout
+    # train: the run's final evaluation, exactly; the others: 16 seeds each
+    assert out["sets"]["train"]["returns"] == summary["final_eval_return"]
+    assert set(out["generalization_gap"]) == {"heavy", "wide"}
+    assert all(len(out["sets"][k]["returns"]) == 16 for k in out["sets"])
+    # the run's own sets replay their final evaluation exactly
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    run(f"python -m jaxrl.evaluate {run_dir} eval.sets='{config['eval']['sets']}'", home)
+    out = json.loads((run_dir / "evaluation.json").read_text())
+    for name in OWN:
         assert out["sets"][name]["returns"] == summary["sets"][name]["returns"], name
-    assert len(out["sets"]["far"]["returns"]) == 4 and "far" in out["generalization_gap"]
-    assert "\n  far " in proc.stdout
 
 
 @pytest.mark.parametrize(
     "module, extra",
     [("jaxrl.train", ["env=cartpole", "eval.sets=train; train"]), ("jaxrl.evaluate", ["eval.sets=test: mass=2"])],
 )
-def test_bad_sets_exit_2_with_one_line_and_write_nothing(module, extra, tracked_run, tmp_path):
-    _, run_dir, _ = tracked_run
+def test_bad_sets_exit_2_with_one_line_and_write_nothing(module, extra, randomized_run, tmp_path):
+    run_dir = randomized_run[0]
     before = sorted(p.name for p in run_dir.iterdir())
     args = [*extra, *TINY] if module == "jaxrl.train" else [str(run_dir), *extra]
     proc = cli(module, *args, cwd=tmp_path)

@@ -1,8 +1,7 @@
 """The README's commands, run the way a user runs them.
 
-Every command of the README's "Two commands", "After training", "Algorithms",
-"Sweeps, PBT and held-out evaluation" and "Continuous control" sections runs here as a
-subprocess in the CLI's default device layout: no ``JAXRL_CPU_DEVICES``,
+Every command of the README's :data:`SECTIONS` runs here (or in the module its
+entry in :data:`COMMANDS` names) as a subprocess in the CLI's default device layout: no ``JAXRL_CPU_DEVICES``,
 ``JAXRL_CPU_THREADS`` or ``PJRT_NPROC`` pin, so on a 2-core machine the CLI
 splits the CPU into 2 XLA:CPU devices as it does for users. Budgets are
 shrunk by overrides only (``total_timesteps``, ``num_evals``, counts of
@@ -31,6 +30,7 @@ SECTIONS = (
     "After training",
     "Algorithms",
     "Sweeps, PBT and held-out evaluation",
+    "Generalization",
     "Continuous control",
     "Pixels and memory",
     "Value-based",
@@ -42,6 +42,18 @@ MAIN = "python -m jaxrl.train env=cartpole seeds=16"
 PERF_OFF = "python -m jaxrl.train env=cartpole seeds=16 perf=off"
 POMDP_GRU = "python -m jaxrl.train env=cartpole-pomdp seeds=16"
 POMDP_MLP = "python -m jaxrl.train env=cartpole-pomdp algo.network=mlp seeds=16"
+GEN_SETS = "nominal; long: length=1.5,2,2.5; short: length=0.1,0.2"
+GEN_NOMINAL = f'python -m jaxrl.train env=cartpole seeds=16 eval.sets="{GEN_SETS}"'
+GEN_RANDOMIZED = (
+    f'python -m jaxrl.train env=cartpole seeds=16 env.randomize="length=uniform(0.25,1)" eval.sets="{GEN_SETS}"'
+)
+GEN_EVALUATE = (
+    'python -m jaxrl.evaluate RUN_DIR eval.sets="train; heavy: masspole=0.5,1; wide: length=uniform(0.25,2.5)"'
+)
+GEN_PENDULUM = (
+    'python -m jaxrl.train env=pendulum algo=td3 seeds=16 env.randomize="l=uniform(0.7,1.6)" '
+    'eval.sets="nominal; long: l=1.3,1.6"'
+)
 SUMMARY_FIELDS = {  # DESIGN.md's contract for summary.json
     "env",
     "algo",
@@ -103,6 +115,17 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "eval.episodes": "2",
     },
     'python -m jaxrl.train env=cartpole seeds=16 eval.perturb="length=0.25,0.5,1.0 gravity=9.8,12"': TINY_CARTPOLE,
+    # generalization (tests/test_eval_sets.py)
+    GEN_NOMINAL: TINY_CARTPOLE,
+    GEN_RANDOMIZED: TINY_CARTPOLE,
+    GEN_EVALUATE: None,
+    GEN_PENDULUM: {
+        "seeds": "4",
+        "total_timesteps": "1536",
+        "algo.learning_starts": "1024",
+        "num_evals": "2",
+        "eval.episodes": "2",
+    },
     # SAC's and brax PPO's CI learning budgets (LEARNS below)
     "python -m jaxrl.train env=pendulum algo=sac seeds=4": {
         "total_timesteps": "10000",
