@@ -11,6 +11,7 @@ from scipy import stats
 from jaxrl import envs
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.randomize import Randomized, parse_randomize
+from jaxrl.envs.sets import parse_sets
 
 SPEC = "length=uniform(0.25,1.0) gravity=loguniform(8,12) masscart=choice(0.5,1,2)"
 
@@ -178,3 +179,63 @@ def test_the_cli_trains_on_a_randomized_env(tmp_path):
 
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["env"]["randomize"] == spec
     assert all(np.isfinite(json.loads((run_dir / "summary.json").read_text())["final_eval_return"]))
+
+
+def _brax_runner(env, steps=40, push=0.5):
+    """``run(params) -> final observations [steps, obs]`` of a constant action
+    (params traced: one compile for every setting)."""
+    action = jnp.full(env.action_space.shape, push, jnp.float32)
+
+    @jax.jit
+    def run(key, params):
+        state, _ = env.reset(key, params)
+
+        def body(state, k):
+            state, out = env.step(k, state, action, params)
+            return state, out.final_obs
+
+        return jax.lax.scan(body, state, jax.random.split(key, steps))[1]
+
+    return lambda params: np.asarray(run(jax.random.key(3), params))
+
+
+def test_brax_physical_parameters_are_env_parameters():
+    """A brax env's mass, friction and gravity scales are its parameters:
+    scale 1 is the model file's system exactly; a heavier system moves less
+    under the same actuator force; other gravity changes the dynamics; and
+    env.randomize draws them per env (a batched system under vmap), and
+    evaluation sets name them."""
+    pytest.importorskip("brax")
+
+    env = envs.make("inverted_pendulum")
+    assert envs.param_names(env) == ["mass_scale", "friction_scale", "gravity_scale"]
+    rollout = _brax_runner(env)
+    nominal = rollout(None)  # the model file's system, untouched
+    np.testing.assert_array_equal(rollout(envs.with_params(env, gravity_scale=1.0)), nominal)
+    heavy = rollout(envs.with_params(env, mass_scale=4.0))
+    cart = 0  # inverted_pendulum's first observation: the cart's position on its rail
+    assert 0 < abs(heavy[-1, cart] - heavy[0, cart]) < 0.5 * abs(nominal[-1, cart] - nominal[0, cart])
+    assert np.abs(rollout(envs.with_params(env, gravity_scale=3.0)) - nominal).max() > 1e-2
+
+    spec = "mass_scale=uniform(0.5,2) gravity_scale=choice(0.5,1.5)"
+    randomized = Randomized(env, parse_randomize(spec, env))
+    keys = jax.random.split(jax.random.key(0), 4)
+    action = jnp.full((4, *env.action_space.shape), 0.5, jnp.float32)
+
+    @jax.jit
+    def steps(keys):
+        state, _ = jax.vmap(randomized.reset)(keys)
+
+        def body(state, key):
+            return jax.vmap(randomized.step)(jax.random.split(key, 4), state, action)
+
+        state, out = jax.lax.scan(body, state, keys)
+        return state, jax.tree.map(lambda x: x[-1], out)
+
+    state, out = steps(keys)
+    drawn = state.inner.params
+    assert len(np.unique(np.asarray(drawn.mass_scale))) == 4
+    assert set(np.unique(np.asarray(drawn.gravity_scale))) <= {0.5, 1.5}
+    assert np.all(np.isfinite(np.asarray(out.obs)))
+    sets = parse_sets("nominal; light: mass_scale=0.5 gravity_scale=0.8,1.2", env)
+    assert sets[1].points == ({"mass_scale": 0.5, "gravity_scale": 0.8}, {"mass_scale": 0.5, "gravity_scale": 1.2})

@@ -6,6 +6,15 @@ the pre-reset observation (``final_obs``) and resets each finished episode
 from a fresh random initial state. The time limit is brax's
 ``EpisodeWrapper``: ``state.info["truncation"]`` tells a time limit apart from a
 termination.
+
+Physical parameters (:class:`BraxParams`: mass, friction and gravity scales)
+are env parameters like a gymnax ``EnvParams``: ``env.params``,
+``env.randomize``, ``eval.perturb`` and ``eval.sets`` name them. A step under
+other scales than the model file's runs on a copy of the system with every
+body's mass and inertia (``link.inertia`` for the positional, generalized and
+spring pipelines, ``body_mass``/``body_inertia`` for mjx), every geom's
+friction (``geom_friction``, read by the contact model of every backend) and
+gravity (``gravity`` and ``opt.gravity``) scaled, so all four backends see them.
 """
 
 from __future__ import annotations
@@ -20,12 +29,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Box, Env
 
-__all__ = ["BACKEND", "BRAX_NAMES", "BraxEnv", "quietly"]
+__all__ = ["BACKEND", "BRAX_NAMES", "BraxEnv", "BraxParams", "scaled_system", "quietly"]
 
 # brax environments listed by jaxrl.envs.names() (``brax:<name>`` reaches any other)
 BRAX_NAMES = (
@@ -40,6 +50,36 @@ BRAX_NAMES = (
     "reacher",
     "pusher",
 )
+
+
+@struct.dataclass
+class BraxParams:
+    """Scales of a brax system's physical parameters (1: the model file's values)."""
+
+    mass_scale: float = 1.0  # every body's mass and rotational inertia
+    friction_scale: float = 1.0  # every geom's friction coefficients
+    gravity_scale: float = 1.0  # the gravity vector
+
+
+NOMINAL = BraxParams()
+
+
+def scaled_system(sys: Any, params: BraxParams) -> Any:
+    """``sys`` with its masses, inertias, frictions and gravity scaled by ``params``
+    (each field every backend reads)."""
+    mass = jnp.asarray(params.mass_scale, jnp.float32)
+    gravity = jnp.asarray(params.gravity_scale, jnp.float32)
+    return sys.tree_replace(
+        {
+            "link.inertia.mass": sys.link.inertia.mass * mass,
+            "link.inertia.i": sys.link.inertia.i * mass,
+            "body_mass": sys.body_mass * mass,
+            "body_inertia": sys.body_inertia * mass,
+            "geom_friction": sys.geom_friction * jnp.asarray(params.friction_scale, jnp.float32),
+            "gravity": sys.gravity * gravity,
+            "opt.gravity": sys.opt.gravity * gravity,
+        }
+    )
 
 
 @contextlib.contextmanager
@@ -69,7 +109,7 @@ class BraxEnv(Env):
         self.obs_shape = (int(raw.observation_size),)
         size = int(raw.action_size)
         self.action_space = Box(-np.ones(size, np.float32), np.ones(size, np.float32), (size,))
-        self.default_params = None
+        self.default_params = NOMINAL
         self.max_episode_steps = int(episode_length)
         self.action_repeat = int(action_repeat)
         # "near the maximum" for the pendulums (1000 steps of reward 1 / ≈ 9.36)
@@ -84,16 +124,33 @@ class BraxEnv(Env):
             return None
         return -(-self.max_episode_steps // self.action_repeat)
 
+    @contextlib.contextmanager
+    def _system(self, params: Any) -> Iterator[None]:
+        """brax's env reads its system from ``self.sys``: under other
+        parameters than the model file's, a scaled copy stands there while the
+        step is traced."""
+        if params is None or params is NOMINAL:
+            yield
+            return
+        base = self.raw.sys
+        self.raw.sys = scaled_system(base, params)
+        try:
+            yield
+        finally:
+            self.raw.sys = base
+
     def _reset(self, key: jax.Array, params: Any) -> tuple[Any, jax.Array]:
-        state = self.env.reset(key)
+        with self._system(params):
+            state = self.env.reset(key)
         return state, state.obs
 
     def _step(self, key, inner, action, params):
-        nxt = self.env.step(inner, action)
+        with self._system(params):
+            nxt = self.env.step(inner, action)
+            fresh = self.env.reset(key)
         truncated = nxt.info["truncation"] > 0
         done = nxt.done > 0
         terminated = jnp.logical_and(done, ~truncated)
-        fresh = self.env.reset(key)
         state = jax.tree.map(lambda r, s: jnp.where(done, r, s), fresh, nxt)
         return state, state.obs, nxt.reward, terminated, truncated, nxt.obs
 
