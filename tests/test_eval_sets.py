@@ -289,3 +289,27 @@ def test_bad_sets_exit_2_with_one_line_and_write_nothing(module, extra, randomiz
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: eval.sets=") and "Traceback" not in proc.stderr, lines
     assert not (tmp_path / "runs").exists() and sorted(p.name for p in run_dir.iterdir()) == before
+
+
+def test_a_sweep_over_randomization_ranges_trains_each_on_its_own_env(tmp_path):
+    """env.randomize values are static: one group (program) each, each group on
+    the env its value names (quoted choices keep the commas inside them)."""
+    ranges = ["length=uniform(0.25,1)", "length=uniform(0.25,2.5)"]
+    choices = ",".join(f'"{r}"' for r in ranges)
+    proc = cli(
+        "jaxrl.sweep",
+        "env=cartpole",
+        "seeds=2",
+        f"env.randomize={choices}",
+        "eval.sets=long: length=1.5,2",
+        *TINY,
+        "eval.episodes=2",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep_dir = next((tmp_path / "runs").iterdir())
+    summaries = [json.loads((sweep_dir / f"group-{g}" / "summary.json").read_text()) for g in range(2)]
+    for summary, spec in zip(summaries, ranges, strict=True):
+        assert summary["env"] == f"CartPole-v1[randomize {spec}]"
+        assert list(summary["configs"][0]["sets"]) == ["long"]
+    assert summaries[0]["configs"][0]["final_eval_return"] != summaries[1]["configs"][0]["final_eval_return"]

@@ -85,12 +85,28 @@ def _static_signature(config: Config) -> str:
     return json.dumps(data, sort_keys=True, default=str)
 
 
+def _group_env(config: Config) -> Any:
+    """The env of one static group, with the checks that need it."""
+    try:
+        env = envs.from_config(config)
+    except ConfigError:
+        raise
+    except Exception as error:
+        raise ConfigError(
+            "env", config.env.name, f"could not be built ({error_line(error, 120)})", "pick another env"
+        ) from None
+    check_env_actions(config, env)
+    driver.parse_perturb(config.eval.perturb, env)
+    parse_sets(config.eval.sets, env)
+    return env
+
+
 def plan(argv: list[str]) -> Plan:
     """Parse sweep overrides into configurations and static groups (validating
     every configuration before anything compiles)."""
     import numpy as np
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, QuotedString, RangeSweep
     from hydra.errors import HydraException
 
     parser = OverridesParser.create()
@@ -126,7 +142,8 @@ def plan(argv: list[str]) -> Plan:
             )
         value = o.value()
         if isinstance(value, (ChoiceSweep, RangeSweep)):
-            axes[key] = list(o.sweep_iterator())
+            # quoted choices ("length=uniform(0.25,1)","…" for a text key) as their text
+            axes[key] = [v.text if isinstance(v, QuotedString) else v for v in o.sweep_iterator()]
         elif isinstance(value, IntervalSweep):
             if key not in _traced_keys(algo):
                 raise ConfigError(
@@ -286,17 +303,9 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
             )
         sweep_dir = _sweep_dir(the_plan.configs[0])
     first = the_plan.configs[0]
-    try:
-        env = envs.from_config(first)
-    except ConfigError:
-        raise
-    except Exception as error:
-        raise ConfigError(
-            "env", first.env.name, f"could not be built ({error_line(error, 120)})", "pick another env"
-        ) from None
-    check_env_actions(first, env)
-    driver.parse_perturb(first.eval.perturb, env)
-    parse_sets(first.eval.sets, env)
+    # one env per static group: swept env settings (env.params, env.randomize,
+    # env.observe, …) give each group its own, all checked before anything is written
+    group_envs = [_group_env(the_plan.configs[group[0]]) for group in the_plan.groups]
     groups = [
         {"dir": f"group-{g}", "configurations": [_label(the_plan.assignments[i]) for i in group]}
         for g, group in enumerate(the_plan.groups)
@@ -334,7 +343,7 @@ def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int |
         log(f"group {g}: {len(group)} configurations × {len(seeds)} seeds")
         outcome = driver.execute(
             job,
-            env,
+            group_envs[g],
             stop_after_chunks=stop_after_chunks,
             log=log,
             stopper=stopper,
