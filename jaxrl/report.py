@@ -1,4 +1,4 @@
-"""``python -m jaxrl.report RUN_DIR [RUN_DIR ...] [out=DIR] [target=X]``
+"""``python -m jaxrl.report RUN_DIR [RUN_DIR ...] [out=DIR] [target=X] [set=NAME]``
 
 Compares finished runs and sweeps with honest statistics (Agarwal et al., 2021,
 "Deep RL at the Edge of the Statistical Precipice", arXiv:2108.13264): per
@@ -7,6 +7,10 @@ deterministic-evaluation returns, each with a stratified-bootstrap 95% CI
 (strata = environments); the probability that the best configuration
 improves on each runner-up; the fraction of runs solved; learning curves with
 CI bands, final-return distributions and performance profiles.
+
+``set=NAME`` scores every run on its evaluation set ``NAME`` (``eval.sets``)
+instead of its own evaluation: e.g. a nominal and a randomized run compared
+on the same held-out set.
 
 Writes ``report.md``, ``report.csv``, ``report.json`` and the plots to
 ``out=`` (default: the run or sweep directory when there is one, else
@@ -28,7 +32,10 @@ from jaxrl.run import report as report_lib
 __all__ = ["USAGE", "main"]
 
 
-USAGE = """usage: python -m jaxrl.report RUN_DIR [RUN_DIR ...] [out=DIR] [target=X] [plots=true]"""
+USAGE = """usage: python -m jaxrl.report RUN_DIR [RUN_DIR ...] [out=DIR] [target=X] [plots=true] [set=NAME]
+
+  set=NAME compares the runs on their evaluation set NAME (eval.sets) instead
+  of their own evaluation."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,14 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     platform.configure()
     platform.quiet_libraries()
     try:
-        options = {"out": None, "target": None, "plots": "true"}
+        options = {"out": None, "target": None, "plots": "true", "set": None}
         dirs = []
         for a in argv:
             key, sep, value = a.partition("=")
             if sep and key in options:
                 options[key] = value
             elif sep:
-                raise ConfigError(key, value, "unknown option", "use out=DIR, target=X or plots=true|false")
+                raise ConfigError(key, value, "unknown option", "use out=DIR, target=X, plots=true|false or set=NAME")
             else:
                 dirs.append(a)
         if not dirs:
@@ -63,15 +70,17 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("plots", options["plots"], "must be true or false", "pass plots=true")
         entries = []
         for d in dirs:
-            loaded = report_lib.load(d)
+            loaded = report_lib.load(d, eval_set=options["set"])
             if len(dirs) > 1 and len(loaded) == 1:
                 loaded[0].label = os.path.basename(os.path.normpath(d))
             elif len(dirs) > 1:
                 for e in loaded:
                     e.label = f"{os.path.basename(os.path.normpath(d))}: {e.label}"
             entries += loaded
-        out = options["out"] or (dirs[0] if len(dirs) == 1 else f"report-{time.strftime('%Y%m%d-%H%M%S')}")
+        here = dirs[0] if options["set"] is None else os.path.join(dirs[0], f"report-{options['set']}")
+        out = options["out"] or (here if len(dirs) == 1 else f"report-{time.strftime('%Y%m%d-%H%M%S')}")
         report = report_lib.build(entries, target)
+        report["eval_set"] = options["set"]
         text = report_lib.write(entries, report, out, plots=options["plots"] == "true")
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

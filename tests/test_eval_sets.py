@@ -6,8 +6,10 @@ bitwise unchanged by adding sets, and the CLI's curves, tables, gap and
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +34,7 @@ from tests.test_readme import (
     GEN_NOMINAL,
     GEN_PENDULUM,
     GEN_RANDOMIZED,
+    GEN_REPORT,
     check_train_run,
     run,
     user_env,
@@ -246,10 +249,28 @@ def test_the_cli_tracks_every_set_at_every_evaluation(randomized_run):
     assert all(f"\n  {name} " in table for name in OWN), proc.stdout
 
 
-def test_the_nominal_readme_command(home):
+@pytest.fixture(scope="module")
+def nominal_run(home):
     proc = run(GEN_NOMINAL, home, COMMANDS[GEN_NOMINAL])
-    _, summary = check_train_run(proc, 16)
-    assert list(summary["sets"]) == OWN
+    return check_train_run(proc, 16)
+
+
+def test_the_nominal_readme_command(nominal_run):
+    _, summary = nominal_run
+    assert list(summary["sets"]) == OWN and "randomize" not in summary["env"]
+
+
+def test_report_compares_runs_on_a_set(nominal_run, randomized_run, home):
+    runs = {"NOMINAL_RUN": nominal_run[0], "RANDOMIZED_RUN": randomized_run[0]}
+    proc = run(GEN_REPORT, home, **{k: str(v) for k, v in runs.items()})
+    assert "Scored on evaluation set `long`" in proc.stdout and "P(X > Y)" in proc.stdout
+    out = Path(re.findall(r"report written to (.+)$", proc.stderr, re.M)[-1])
+    rows = {r["label"]: r for r in json.loads((out / "report.json").read_text())["rows"]}
+    for run_dir, summary in (nominal_run, randomized_run[:2]):
+        assert rows[run_dir.name]["iqm"] == pytest.approx(summary["sets"]["long"]["iqm"])
+    bad = cli("jaxrl.report", str(runs["NOMINAL_RUN"]), "set=lng", cwd=home)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert bad.stderr.startswith("error: set=lng: ") and "its eval.sets: nominal, long, short" in bad.stderr
 
 
 def test_the_pendulum_readme_command(home):

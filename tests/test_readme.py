@@ -47,6 +47,7 @@ GEN_NOMINAL = f'python -m jaxrl.train env=cartpole seeds=16 eval.sets="{GEN_SETS
 GEN_RANDOMIZED = (
     f'python -m jaxrl.train env=cartpole seeds=16 env.randomize="length=uniform(0.25,1)" eval.sets="{GEN_SETS}"'
 )
+GEN_REPORT = "python -m jaxrl.report NOMINAL_RUN RANDOMIZED_RUN set=long"
 GEN_EVALUATE = (
     'python -m jaxrl.evaluate RUN_DIR eval.sets="train; heavy: masspole=0.5,1; wide: length=uniform(0.25,2.5)"'
 )
@@ -119,6 +120,7 @@ COMMANDS: dict[str, dict[str, str] | None] = {
     GEN_NOMINAL: TINY_CARTPOLE,
     GEN_RANDOMIZED: TINY_CARTPOLE,
     GEN_EVALUATE: None,
+    GEN_REPORT: None,
     GEN_PENDULUM: {
         "seeds": "4",
         "total_timesteps": "1536",

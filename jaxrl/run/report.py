@@ -49,17 +49,31 @@ def _read_json(path: str) -> Any:
         return json.load(f)
 
 
-def _eval_curves(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
-
+def _eval_curves(run_dir: str, eval_set: str | None = None) -> tuple[np.ndarray, np.ndarray, list[float | None]]:
+    """``(env_steps [P], curves [S, P], final value per seed)`` of the run's
+    evaluation, or of its evaluation set ``eval_set`` (``eval.sets``)."""
     evals = [r for r in JsonlWriter(os.path.join(run_dir, "metrics.jsonl")).read() if r.get("type") == "eval"]
+    if eval_set is None:
+        values = [r["eval_return"] for r in evals]
+    else:
+        tracked = list(evals[-1].get("eval_sets") or {}) if evals else []
+        if eval_set not in tracked:
+            raise ConfigError(
+                "set",
+                eval_set,
+                f"{run_dir} did not track it (its eval.sets: {', '.join(tracked) or 'none'})",
+                "pass one of those, or train with eval.sets=…",
+            )
+        values = [r["eval_sets"][eval_set] for r in evals]
     steps = np.asarray([r["env_steps"] for r in evals])
-    curves = np.asarray([[np.nan if v is None else v for v in r["eval_return"]] for r in evals], np.float64).T
-    return steps, curves
+    curves = np.asarray([[np.nan if v is None else v for v in row] for row in values], np.float64).T
+    finals = [None if v is None else float(v) for v in values[-1]] if values else []
+    return steps, curves, finals
 
 
-def _entries_of_run(run_dir: str, prefix: str = "") -> list[Entry]:
+def _entries_of_run(run_dir: str, prefix: str = "", eval_set: str | None = None) -> list[Entry]:
     summary = _read_json(os.path.join(run_dir, "summary.json"))
-    steps, curves = _eval_curves(run_dir)
+    steps, curves, set_finals = _eval_curves(run_dir, eval_set)
     name = os.path.basename(os.path.normpath(run_dir))
     if "configs" not in summary:  # a train run: one configuration
         return [
@@ -68,7 +82,7 @@ def _entries_of_run(run_dir: str, prefix: str = "") -> list[Entry]:
                 env=summary["env"],
                 algo=summary["algo"],
                 seeds=list(summary["seeds"]),
-                finals=list(summary["final_eval_return"]),
+                finals=list(summary["final_eval_return"]) if eval_set is None else _alive(set_finals, summary),
                 steps=steps,
                 curves=curves,
                 solved=summary.get("solved_threshold"),
@@ -84,7 +98,9 @@ def _entries_of_run(run_dir: str, prefix: str = "") -> list[Entry]:
                 env=summary["env"],
                 algo=summary["algo"],
                 seeds=list(block["seeds"]),
-                finals=list(block["final_eval_return"]),
+                finals=list(block["final_eval_return"])
+                if eval_set is None
+                else _alive(set_finals[start : start + n], block),
                 steps=steps,
                 curves=curves[start : start + n],
                 solved=summary.get("solved_threshold"),
@@ -96,8 +112,15 @@ def _entries_of_run(run_dir: str, prefix: str = "") -> list[Entry]:
     return out
 
 
-def load(path: str) -> list[Entry]:
-    """Entries of a run directory, a sweep group directory or a sweep directory."""
+def _alive(values: list[float | None], block: dict[str, Any]) -> list[float | None]:
+    """A set's final values with failed seeds (None in the summary) left out as None."""
+    return [None if f is None else v for v, f in zip(values, block["final_eval_return"], strict=True)]
+
+
+def load(path: str, eval_set: str | None = None) -> list[Entry]:
+    """Entries of a run directory, a sweep group directory or a sweep directory
+    (``eval_set``: scored on that evaluation set instead of the run's own
+    evaluation)."""
     if not os.path.isdir(path):
         raise ConfigError("run_dir", path, "does not exist", "pass a directory printed by jaxrl.train or jaxrl.sweep")
     try:
@@ -113,10 +136,10 @@ def load(path: str) -> list[Entry]:
                         f"sweep group {group['dir']} has not finished",
                         f"finish it: python -m jaxrl.sweep resume={path}",
                     )
-                entries += _entries_of_run(group_dir)
+                entries += _entries_of_run(group_dir, eval_set=eval_set)
             return entries
         if os.path.isfile(os.path.join(path, "summary.json")):
-            return _entries_of_run(path)
+            return _entries_of_run(path, eval_set=eval_set)
     except ConfigError:
         raise
     except (OSError, KeyError, ValueError, TypeError) as error:
@@ -196,6 +219,7 @@ def _fmt(row: dict[str, Any], name: str) -> str:
 
 def markdown(report: dict[str, Any]) -> str:
     rows = report["rows"]
+    scored = report.get("eval_set")
     gap = report["target"] is not None
     head = "| # | configuration | env | IQM [95% CI] | mean [95% CI] | median [95% CI] |"
     sep = "|---|---|---|---|---|---|"
@@ -204,7 +228,9 @@ def markdown(report: dict[str, Any]) -> str:
         sep += "---|"
     head += " solved | runs |"
     sep += "---|---|"
-    lines = [head, sep]
+    lines = (
+        [f"Scored on evaluation set `{scored}` (eval.sets), final policies.", "", head, sep] if scored else [head, sep]
+    )
     for i, r in enumerate(rows, 1):
         solved = f"{r['solved_fraction'] * 100:.0f}%" if r.get("solved_fraction") is not None else "–"
         runs = f"{r['runs']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
