@@ -38,7 +38,7 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   run_dir=PATH resume=RUN_DIR progress=true|chunk|false plots=true keep=2 on_nan=stop|drop
   profile=true (time per update: rollout / advantages / learner, plus a jax.profiler trace)
   perf=auto|on|off (jaxrl's XLA:CPU kernels; auto: on for the CPU backend only)
-  compile_cache=auto|off|DIR (persistent XLA cache; auto: $JAXRL_COMPILE_CACHE or ~/.cache/jaxrl/xla)
+  compile_cache=auto|off|DIR (persistent XLA cache; auto: $JAXRL_COMPILE_CACHE or ~/.cache/jaxrl/xla/<cpu>)
   algo=pqn: algo.q_lambda=0.65 algo.eps_end=0.05 algo.exploration_fraction=0.2 algo.norm=layer_norm
   algo=dqn: algo.buffer_size=50000 algo.tau=0.02 algo.target_update_interval=1 algo.n_step=1 algo.dueling=false
   algo=td3: algo.exploration_noise=0.1 algo.noise_correlation=0 algo.policy_delay=2 algo.target_noise=0.2

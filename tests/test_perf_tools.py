@@ -153,7 +153,10 @@ def test_profiling_does_not_change_the_numbers(tmp_path):
 def test_cache_dir_resolution(monkeypatch, tmp_path):
     monkeypatch.delenv("JAXRL_COMPILE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert platform.cache_dir("auto") == os.path.join(str(tmp_path), "jaxrl", "xla")
+    assert platform.cache_dir("auto") == os.path.join(str(tmp_path), "jaxrl", "xla", platform.host_key())
+    # one cache per kind of CPU: XLA:CPU programs are compiled for the host's instruction set
+    a, b = platform.host_key("flags\t: fpu sse2 avx2\n"), platform.host_key("flags\t: fpu sse2\n")
+    assert a != b and a.startswith(os.uname().machine) and a == platform.host_key("model\nflags : fpu sse2 avx2")
     assert platform.cache_dir("off") is None
     assert platform.cache_dir(str(tmp_path / "x")) == str(tmp_path / "x")
     monkeypatch.setenv("JAXRL_COMPILE_CACHE", "off")

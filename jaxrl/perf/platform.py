@@ -9,7 +9,9 @@ avoids it. The supported version ranges exclude those releases
 
 from __future__ import annotations
 
+import hashlib
 import os
+import platform as host
 from importlib import metadata
 
 from jaxrl.core.errors import ConfigError
@@ -130,10 +132,29 @@ def check_environment() -> None:
     cpu_threads_wanted()
 
 
+def host_key(cpuinfo: str | None = None) -> str:
+    """``<machine>-<hash of the CPU's feature flags>`` (from ``cpuinfo``, the
+    text of ``/proc/cpuinfo``, read when not given): XLA:CPU compiles for the
+    instruction set of the host, so a program cached on one CPU must not be
+    loaded on another (a home directory shared by a cluster's nodes)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    lines = (line for line in cpuinfo.splitlines() if line.startswith(("flags", "Features")))
+    flags = next((line.split(":", 1)[1].strip() for line in lines), "")
+    text = f"{host.machine()} {flags or host.processor()}"
+    return f"{host.machine() or 'cpu'}-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
+
+
 def cache_dir(setting: str) -> str | None:
     """The persistent compilation cache directory for ``compile_cache=setting``
     (``None``: off). ``auto`` is ``$JAXRL_COMPILE_CACHE`` if set (a directory or
-    ``off``), else ``$XDG_CACHE_HOME/jaxrl/xla`` (default ``~/.cache/jaxrl/xla``)."""
+    ``off``), else ``$XDG_CACHE_HOME/jaxrl/xla/<host_key()>`` (default
+    ``~/.cache/jaxrl/xla/<host_key()>``: one cache per kind of CPU). A
+    directory given explicitly is used as it is."""
     setting = setting.strip()
     if setting == "auto":
         setting = os.environ.get("JAXRL_COMPILE_CACHE", "").strip() or "auto"
@@ -141,7 +162,7 @@ def cache_dir(setting: str) -> str | None:
         return None
     if setting == "auto":
         root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        return os.path.join(root, "jaxrl", "xla")
+        return os.path.join(root, "jaxrl", "xla", host_key())
     return os.path.abspath(os.path.expanduser(setting))
 
 
