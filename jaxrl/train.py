@@ -42,7 +42,7 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   algo=pqn: algo.q_lambda=0.65 algo.eps_end=0.05 algo.exploration_fraction=0.2 algo.norm=layer_norm
   algo=dqn: algo.buffer_size=50000 algo.tau=0.02 algo.target_update_interval=1 algo.n_step=1 algo.dueling=false
   algo=td3: algo.exploration_noise=0.1 algo.noise_correlation=0 algo.policy_delay=2 algo.target_noise=0.2
-  pbt.population=16 pbt.interval=20 pbt.hparams=[lr,ent_coef,clip_eps]
+  pbt.population=16 pbt.interval=20 pbt.hparams=[lr,ent_coef,clip_eps] pbt.fitness=SET (an eval.sets name)
   (sweeps: python -m jaxrl.sweep …; comparisons: python -m jaxrl.report RUN_DIR …)
 
 Per-env presets apply first; your overrides win. Defaults: see jaxrl/core/config.py and jaxrl/algos/<algo>.py.

@@ -334,3 +334,27 @@ def test_a_sweep_over_randomization_ranges_trains_each_on_its_own_env(tmp_path):
         assert summary["env"] == f"CartPole-v1[randomize {spec}]"
         assert list(summary["configs"][0]["sets"]) == ["long"]
     assert summaries[0]["configs"][0]["final_eval_return"] != summaries[1]["configs"][0]["final_eval_return"]
+
+
+def test_pbt_ranks_its_population_on_an_evaluation_set(tmp_path):
+    """pbt.fitness=SET: at every PBT step the members that copy are the worst on
+    that set and the members they copy from the best on it."""
+    args = ["env=cartpole", "pbt.population=8", "pbt.interval=8", "pbt.fitness=long", "eval.sets=long: length=2"]
+    proc = cli("jaxrl.train", *args, *TINY, "total_timesteps=8192", f"run_dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ranked on eval set long" in proc.stdout
+    evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in evals if r["type"] == "eval"]
+    copies = 0
+    for r in evals[:-1]:
+        fitness = np.asarray(r["eval_sets"]["long"])
+        parents = np.asarray(r["parents"])
+        copied = parents >= 0
+        if copied.any():
+            copies += int(copied.sum())
+            assert fitness[parents[copied]].min() >= fitness[copied].max() - 1e-3, (fitness, parents)
+    assert copies > 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["pbt"]["fitness"] == "long"
+    final = evals[-1]["eval_sets"]["long"]
+    assert summary["pbt"]["best_final_return"] == max(final) == final[summary["pbt"]["best_member"]]

@@ -92,6 +92,7 @@ class PBTConfig:
     hparams: tuple[str, ...] = ("lr", "ent_coef", "clip_eps")
     init_spread: float = 2.0  # initial hyperparameters: base × U[1/spread, spread] (log)
     seed: int = 0  # PRNG seed of the exploit/explore decisions
+    fitness: str = ""  # rank members on this set of eval.sets (e.g. a held-out set); "": the run's own evaluation
 
 
 @dataclass(frozen=True)

@@ -298,7 +298,8 @@ def build(job: Job, trainer: Any, progress: Any = None, layout: Any = None) -> t
         if not use_pbt:
             return carry.replace(states=states), metrics, None
         pbt_key, key = jax.random.split(carry.pbt_key)
-        fitness = metrics.eval.returns.mean(axis=-1)
+        ranked = metrics.sets[config.pbt.fitness] if config.pbt.fitness else metrics.eval
+        fitness = ranked.returns.mean(axis=-1)
         new_states, new_hparams, step = pbt_lib.exploit_explore(
             states, carry.hparams, fitness, key, config.pbt, algorithm.pbt_bounds, algorithm.own_fields
         )
@@ -831,7 +832,10 @@ def summarize(job: Job, trainer, env, records, compile_s, train_s, wall_s, heldo
             rows.append({"setting": setting, "label": _setting_label(setting), "configs": per_config})
         summary["heldout"] = rows
     if job.config.pbt.population:
-        summary["pbt"] = _pbt_summary(evals, final, job.config.pbt.hparams)
+        ranked = job.config.pbt.fitness
+        values = last["eval_sets"][ranked] if ranked else final
+        scores = [None if f is None else v for v, f in zip(values, final, strict=True)]
+        summary["pbt"] = _pbt_summary(evals, scores, job.config.pbt.hparams, ranked)
     return summary
 
 
@@ -889,7 +893,11 @@ def sets_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _pbt_summary(evals: list[dict[str, Any]], final: list[float | None], evolved: tuple[str, ...]) -> dict[str, Any]:
+def _pbt_summary(
+    evals: list[dict[str, Any]], final: list[float | None], evolved: tuple[str, ...], fitness: str = ""
+) -> dict[str, Any]:
+    """The best member by ``final`` (its fitness: the run's evaluation, or the
+    ``pbt.fitness`` set's) and its lineage's hyperparameters chunk by chunk."""
     import numpy as np
 
     scores = np.asarray([-np.inf if v is None else v for v in final])
@@ -904,11 +912,18 @@ def _pbt_summary(evals: list[dict[str, Any]], final: list[float | None], evolved
                 "env_steps": r["env_steps"],
                 "slot": slot,
                 "eval_return": r["eval_return"][slot],
+                **({"fitness": r["eval_sets"][fitness][slot]} if fitness else {}),
                 "hparams": {k: r["hparams"][k][slot] for k in evolved},
             }
         )
     replaced = sum(int(np.sum(np.asarray(p) >= 0)) for p in parents)
-    return {"best_member": best, "best_final_return": final[best], "copies": replaced, "best_trajectory": trajectory}
+    return {
+        "best_member": best,
+        "best_final_return": final[best],
+        "fitness": fitness or "eval",
+        "copies": replaced,
+        "best_trajectory": trajectory,
+    }
 
 
 def heldout_table(summary: dict[str, Any]) -> str:

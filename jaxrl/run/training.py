@@ -200,6 +200,23 @@ def job_for(config: Config, run_dir: str, resuming: bool) -> Any:
     )
 
 
+def check_fitness(config: Config, eval_sets: tuple[Any, ...]) -> None:
+    """``pbt.fitness`` names a set of ``eval.sets`` of a PBT run."""
+    name = config.pbt.fitness
+    if not name:
+        return
+    if not config.pbt.population:
+        raise ConfigError("pbt.fitness", name, "ranks a PBT population and none is set", "add pbt.population=16")
+    names = [s.name for s in eval_sets]
+    if name not in names:
+        raise ConfigError(
+            "pbt.fitness",
+            name,
+            f"is not a set of eval.sets (its sets: {', '.join(names) or 'none'})",
+            f'add it, e.g. eval.sets="{name}: PARAM=V1,V2", or leave pbt.fitness unset',
+        )
+
+
 def flat_summary(summary: dict[str, Any]) -> dict[str, Any]:
     """The one-configuration summary.json of DESIGN.md: the configuration's
     fields at top level."""
@@ -243,7 +260,7 @@ def run(config: Config, stop_after_chunks: int | None = None, log=None, stopper:
             ) from None
         check_env_actions(config, env)  # before anything is written
         driver.parse_perturb(config.eval.perturb, env)
-        parse_sets(config.eval.sets, env)
+        check_fitness(config, parse_sets(config.eval.sets, env))
         job = job_for(config, run_dir, resuming)
         parallel.plan(config, len(job.seeds))  # device layout errors before anything is written
         if not resuming and parallel.is_primary():
@@ -293,17 +310,25 @@ def _count(n: float | None) -> str:
 
 
 def _pbt_text(pbt: dict[str, Any]) -> str:
+    ranked = pbt.get("fitness", "eval")
     lines = [
-        f"PBT: best member {pbt['best_member']} (final return {pbt['best_final_return']}); {pbt['copies']} exploit copies"
+        f"PBT: best member {pbt['best_member']} (final {'' if ranked == 'eval' else ranked + ' '}"
+        f"return {pbt['best_final_return']}); {pbt['copies']} exploit copies"
+        + ("" if ranked == "eval" else f"; ranked on eval set {ranked}")
     ]
     lines.append("  hyperparameters of the best member's lineage, chunk by chunk:")
     names = list(pbt["best_trajectory"][0]["hparams"]) if pbt["best_trajectory"] else []
-    lines.append("  " + f"{'env steps':>10} {'slot':>4} {'eval':>8}  " + "  ".join(f"{n:>12}" for n in names))
+    extra = "" if ranked == "eval" else f" {ranked[:8]:>8}"
+    lines.append("  " + f"{'env steps':>10} {'slot':>4} {'eval':>8}{extra}  " + "  ".join(f"{n:>12}" for n in names))
+
+    def number(value: float | None) -> str:
+        return f"{value if value is not None else float('nan'):>8.1f}"
+
     for row in pbt["best_trajectory"]:
-        value = row["eval_return"]
+        fitness = "" if ranked == "eval" else " " + number(row.get("fitness"))
         lines.append(
             "  "
-            + f"{row['env_steps']:>10} {row['slot']:>4} {value if value is not None else float('nan'):>8.1f}  "
+            + f"{row['env_steps']:>10} {row['slot']:>4} {number(row['eval_return'])}{fitness}  "
             + "  ".join(f"{row['hparams'][n]:>12.4g}" for n in names)
         )
     return "\n".join(lines)
