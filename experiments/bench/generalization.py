@@ -1,9 +1,9 @@
 """The cost of generalization tooling, in one process, runs alternated:
 env-steps/s of the same training program with ``env.randomize`` off and on,
-and with 0, 1 and 4 evaluation sets (``eval.sets``) tracked at every
-evaluation point.
+on gymnax and on brax (mass, friction and gravity scales), and with 0, 1 and
+4 evaluation sets (``eval.sets``) tracked at every evaluation point.
 
-    python experiments/bench/generalization.py [--seeds 16] [--runs 3] [--part all|randomize|sets]
+    python experiments/bench/generalization.py [--seeds 16] [--runs 3] [--part all|randomize|sets|brax]
 
 Each program is jaxrl's whole training (``make_train(config).train`` vmapped
 over seeds, one device), compiled once and run ``--runs`` times, the variants
@@ -36,6 +36,9 @@ CASES = {
     "PPO CartPole preset": ["env=cartpole"],
     "PQN CartPole preset": ["env=cartpole", "algo=pqn"],
 }
+# brax: the PPO inverted_pendulum preset at a shorter budget (compiles dominate a full one)
+BRAX_CASE = ["env=inverted_pendulum", "total_timesteps=65536"]
+BRAX_SPEC = "mass_scale=uniform(0.5,2) friction_scale=uniform(0.5,1.5) gravity_scale=uniform(0.8,1.2)"
 SETS = {
     0: "",
     1: "test: length=1.5",
@@ -66,7 +69,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=OUT)
-    parser.add_argument("--part", choices=("all", "randomize", "sets"), default="all")
+    parser.add_argument("--part", choices=("all", "randomize", "sets", "brax"), default="all")
     args = parser.parse_args()
     if args.seeds < 1 or args.runs < 1:
         print("generalization.py: --seeds and --runs must be ≥ 1; e.g. --runs 3", file=sys.stderr)
@@ -77,6 +80,8 @@ def main() -> None:
             results = {**json.load(f), "machine": results["machine"]}
     if args.part in ("all", "randomize"):
         results["randomization"] = [randomization(name, overrides, args) for name, overrides in CASES.items()]
+    if args.part in ("all", "brax"):
+        results["brax_randomization"] = [randomization("PPO brax inverted_pendulum preset", BRAX_CASE, args, BRAX_SPEC)]
     if args.part in ("all", "sets"):
         results["eval_sets"] = [eval_sets("PPO CartPole preset", CASES["PPO CartPole preset"], args)]
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -107,13 +112,13 @@ def describe(side: tuple, times: list[float], final: float) -> dict:
     }
 
 
-def randomization(name: str, overrides: list[str], args) -> dict:
+def randomization(name: str, overrides: list[str], args, spec: str = SPEC) -> dict:
     sides = {
         "off": program(overrides, args.seeds),
-        "on": program([*overrides, f"env.randomize={SPEC}"], args.seeds),
+        "on": program([*overrides, f"env.randomize={spec}"], args.seeds),
     }
     times, finals = alternate(sides, args.runs)
-    row = {"benchmark": name, "seeds": args.seeds, "randomize": SPEC}
+    row = {"benchmark": name, "seeds": args.seeds, "randomize": spec, "overrides": overrides}
     for side in sides:
         row[side] = describe(sides[side], times[side], finals[side])
     row["on_over_off"] = round(row["on"]["env_steps_per_s"] / row["off"]["env_steps_per_s"], 3)
