@@ -619,8 +619,12 @@ def execute(
         if profile_result is not None:
             summary["profile"] = profile_result
         block = summary["configs"][0]
+        results = {k: block.get(k) for k in ("iqm", "mean", "solved_fraction")}
+        for name, stats_of_set in (block.get("sets") or {}).items():  # eval.sets: final IQM and gap per set
+            results[f"sets/{name}/iqm"] = stats_of_set.get("iqm")
+            results[f"sets/{name}/gap"] = (block.get("generalization_gap") or {}).get(name, {}).get("gap")
         for writer in writers:
-            writer.finish(_flat_config(job), {k: block.get(k) for k in ("iqm", "mean", "solved_fraction")})
+            writer.finish(_flat_config(job), results)
         return Outcome(0, summary)
     finally:
         progress.close()
