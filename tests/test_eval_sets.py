@@ -27,7 +27,7 @@ from jaxrl.run import stats
 from jaxrl.run.config import parse
 from jaxrl.run.logs import scalars
 from jaxrl.trainer.loop import make_batched, make_train
-from tests.configs import CARTPOLE_TINY
+from tests.configs import records
 from tests.test_readme import (
     COMMANDS,
     GEN_EVALUATE,
@@ -37,6 +37,7 @@ from tests.test_readme import (
     GEN_REPORT,
     check_train_run,
     run,
+    run_dir_of,
     user_env,
 )
 
@@ -154,35 +155,6 @@ def test_a_sets_episodes_do_not_depend_on_the_other_sets():
     assert not np.array_equal(beside["wide"], beside["again"])
 
 
-def _chunk(sets: str):
-    args = ["env=cartpole", *CARTPOLE_TINY]
-    trainer = make_train(parse([*args, "env.randomize=length=uniform(0.25,1)", f"eval.sets={sets}"]))
-    init, chunk = make_batched(trainer, progress=None)
-    states = jax.jit(init)(jax.vmap(jax.random.key)(jnp.arange(2)), trainer.hparams)
-    step = jax.jit(chunk)
-    outs = []
-    for _ in range(trainer.num_chunks):
-        states, metrics = step(states, trainer.hparams)
-        outs.append((states, metrics.updates, metrics.eval))
-    return outs, metrics.sets
-
-
-def _bits(tree):
-    return [
-        np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
-        for x in jax.tree.leaves(tree)
-    ]
-
-
-def test_adding_evaluation_sets_leaves_training_bitwise_unchanged():
-    plain, none = _chunk("")
-    tracked, sets = _chunk("train; nominal; test: length=1.5,2 gravity=15")
-    assert none == {} and set(sets) == {"train", "nominal", "test"}
-    assert np.asarray(sets["test"].returns).shape == (2, 4)  # 2 grid points × 2 episodes
-    for a, b in zip(_bits(plain), _bits(tracked), strict=True):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_the_generalization_gap_is_a_paired_bootstrap():
     """Seeds are resampled together: a constant shift of every seed has a
     zero-width interval at the shift, which an unpaired bootstrap would not."""
@@ -258,6 +230,20 @@ def nominal_run(home):
 def test_the_nominal_readme_command(nominal_run):
     _, summary = nominal_run
     assert list(summary["sets"]) == OWN and "randomize" not in summary["env"]
+
+
+def test_adding_evaluation_sets_leaves_training_bitwise_unchanged(nominal_run, home):
+    """The README's nominal command without its eval.sets: every per-update
+    metric and every evaluation of the run's own, to the bit (JSON floats are
+    exact), in the CLI's default layout."""
+    without = GEN_NOMINAL.split(" eval.sets=")[0]
+    proc = run(without, home, COMMANDS[GEN_NOMINAL])
+    plain = records(run_dir_of(proc))
+    tracked = records(nominal_run[0])
+    assert len(plain) == len(tracked) and any(r["type"] == "update" for r in plain)
+    for a, b in zip(plain, tracked, strict=True):
+        assert "eval_sets" not in a and ("eval_sets" in b) == (b["type"] == "eval")
+        assert a == {k: v for k, v in b.items() if k != "eval_sets"}
 
 
 def test_report_compares_runs_on_a_set(nominal_run, randomized_run, home):
