@@ -199,7 +199,7 @@ def _brax_runner(env, steps=40, push=0.5):
     return lambda params: np.asarray(run(jax.random.key(3), params))
 
 
-def test_brax_physical_parameters_are_env_parameters():
+def test_brax_physical_parameters_are_env_parameters(monkeypatch):
     """A brax env's mass, friction and gravity scales are its parameters:
     scale 1 is the model file's system exactly; a heavier system moves less
     under the same actuator force; other gravity changes the dynamics; and
@@ -209,6 +209,23 @@ def test_brax_physical_parameters_are_env_parameters():
 
     env = envs.make("inverted_pendulum")
     assert envs.param_names(env) == ["mass_scale", "friction_scale", "gravity_scale"]
+    # nominal parameters passed through a transformation (vmap rebuilds the
+    # dataclass around the same floats) leave the system untouched: no scaling traced
+    from jaxrl.envs import brax_env
+
+    scaled = []
+    monkeypatch.setattr(brax_env, "scaled_system", lambda sys, p: scaled.append(p) or sys)
+    keys = jax.random.split(jax.random.key(0), 2)
+
+    def trace(params):
+        jax.eval_shape(lambda k: jax.vmap(env.reset, in_axes=(0, None))(k, params), keys)
+
+    trace(env.default_params)
+    assert scaled == []
+    trace(envs.with_params(env, mass_scale=2.0))
+    assert len(scaled) == 1
+    monkeypatch.undo()
+
     rollout = _brax_runner(env)
     nominal = rollout(None)  # the model file's system, untouched
     np.testing.assert_array_equal(rollout(envs.with_params(env, gravity_scale=1.0)), nominal)

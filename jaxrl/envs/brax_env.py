@@ -82,6 +82,17 @@ def scaled_system(sys: Any, params: BraxParams) -> Any:
     )
 
 
+def _nominal(params: Any) -> bool:
+    """Whether ``params`` are known, while tracing, to be all 1 (the model file's
+    system): Python or NumPy values, not traced ones. A transformation that
+    passes the params through unmapped (``vmap(in_axes=None)``) rebuilds the
+    dataclass around the same Python floats, so identity alone misses them."""
+    if params is None or params is NOMINAL:
+        return True
+    leaves = jax.tree.leaves(params)
+    return all(isinstance(x, (int, float, np.ndarray, np.generic)) and np.all(np.asarray(x) == 1.0) for x in leaves)
+
+
 @contextlib.contextmanager
 def quietly() -> Iterator[None]:
     """brax's import and env construction print to stdout (mujoco's optional
@@ -129,7 +140,7 @@ class BraxEnv(Env):
         """brax's env reads its system from ``self.sys``: under other
         parameters than the model file's, a scaled copy stands there while the
         step is traced."""
-        if params is None or params is NOMINAL:
+        if _nominal(params):
             yield
             return
         base = self.raw.sys
