@@ -51,6 +51,10 @@ CASES = [
     # numbers that pass no range check by themselves
     ("train", ["algo.lr=inf"], "algo.lr=inf: must be a finite number"),
     ("train", ["pbt.perturb_factors=[0.8,nan]"], "pbt.perturb_factors=[0.8, nan]: must hold finite numbers"),
+    # PBT ranked on an evaluation set that is not there, or without a population
+    ("train", ["pbt.population=4", "pbt.fitness=long"], "pbt.fitness=long: is not a set of eval.sets (its sets: none)"),
+    ("train", ["pbt.fitness=long", "eval.sets=long: length=2"], "pbt.fitness=long: ranks a PBT population"),
+    ("report", ["{run}", "set=long"], "set=long: "),
     # more than the machine holds
     ("train", ["algo.hidden_sizes=[100000000]", "run_dir={tmp}/huge"], "memory="),
     ("evaluate", ["{run}", "episodes=1000000000"], "memory="),
