@@ -24,7 +24,12 @@ __all__ = ["USAGE", "main"]
 USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value ...]
 
   env=cartpole            short name (cartpole, acrobot, mountaincar, pendulum,
-                          mountaincar-continuous) or any gymnax id (Breakout-MinAtar)
+                          mountaincar-continuous) or any gymnax id (Breakout-MinAtar);
+                          brax:ant, and the optional suites SUITE:ID, each its extra
+                          (pip install 'jaxrl[SUITE]'): craftax:Craftax-Classic-Symbolic-v1,
+                          jumanji:Snake-v1, navix:Navix-DoorKey-5x5-v0,
+                          xminigrid:MiniGrid-DoorKey-5x5, playground:CartpoleBalance
+                          (every id: python -c "import jaxrl.envs; print(jaxrl.envs.names())")
   algo=ppo                ppo | a2c | reinforce (policy gradient), sac | td3 (continuous,
                           replay), pqn | dqn (discrete, Q-learning); jaxrl.algos.register adds yours
   seeds=16 | seeds=[0,5]  number of seeds (ids seed..seed+N-1) or explicit ids

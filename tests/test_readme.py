@@ -34,6 +34,7 @@ SECTIONS = (
     "Continuous control",
     "Pixels and memory",
     "Value-based",
+    "More JAX env suites",
     "Configuration",
 )
 PINS = ("JAXRL_CPU_DEVICES", "JAXRL_CPU_THREADS", "PJRT_NPROC", "NPROC", "XLA_FLAGS")
@@ -55,6 +56,22 @@ GEN_PENDULUM = (
     'python -m jaxrl.train env=pendulum algo=td3 seeds=16 env.randomize="l=uniform(0.7,1.6)" '
     'eval.sets="nominal; long: l=1.3,1.6"'
 )
+# The env suites' presets (tests/test_suites.py runs them at SUITE_BUDGETS).
+SUITES_INSTALL = "pip install -e '.[craftax,jumanji,navix,xminigrid,playground]'"
+SUITE_RUNS = {
+    "navix": "python -m jaxrl.train env=navix:Navix-DoorKey-5x5-v0 seeds=4",
+    "xminigrid": "python -m jaxrl.train env=xminigrid:MiniGrid-DoorKey-5x5 seeds=4",
+    "jumanji": "python -m jaxrl.train env=jumanji:Snake-v1 seeds=4",
+    "craftax": "python -m jaxrl.train env=craftax:Craftax-Classic-Symbolic-v1 seeds=4",
+    "playground": "python -m jaxrl.train env=playground:CartpoleBalance seeds=4",
+}
+SUITE_BUDGETS = {
+    "navix": {"total_timesteps": "2048", "num_evals": "1", "eval.episodes": "2"},
+    "xminigrid": {"total_timesteps": "2048", "num_evals": "1", "eval.episodes": "2"},
+    "jumanji": {"total_timesteps": "2048", "num_evals": "1", "eval.episodes": "2", "eval.max_steps": "200"},
+    "craftax": {"total_timesteps": "8192", "num_evals": "1", "eval.episodes": "2", "eval.max_steps": "200"},
+    "playground": {"total_timesteps": "2048", "num_evals": "1", "eval.episodes": "2", "env.episode_length": "100"},
+}
 SUMMARY_FIELDS = {  # DESIGN.md's contract for summary.json
     "env",
     "algo",
@@ -146,6 +163,9 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "2",
         "eval.episodes": "4",
     },
+    # the env suites (tests/test_suites.py)
+    SUITES_INSTALL: None,  # the dev extras `make test` installs include every suite
+    **{SUITE_RUNS[name]: SUITE_BUDGETS[name] for name in SUITE_RUNS},
     # pixels and memory (MEMORY below): the recurrent preset at its full budget, the MLP at the same
     POMDP_GRU: None,
     POMDP_MLP: None,

@@ -1,10 +1,13 @@
 """Environments by name behind one contract (see :mod:`jaxrl.envs.core`), from
-registered backends (:mod:`jaxrl.envs.backends`: gymnax and brax built in,
-:func:`register_backend` adds one; ``docs/contributing/env.md``).
+registered backends (:mod:`jaxrl.envs.backends`: gymnax and brax built in, and
+the optional suites Craftax, Jumanji, Navix, XLand-MiniGrid and MuJoCo
+Playground, each behind its extra; :func:`register_backend` adds one;
+``docs/contributing/env.md``).
 
 >>> env = jaxrl.envs.make("cartpole")          # short name
 >>> env = jaxrl.envs.make("Breakout-MinAtar")  # any gymnax id
 >>> env = jaxrl.envs.make("brax:ant")          # NAME:ID picks the backend
+>>> env = jaxrl.envs.make("navix:Navix-DoorKey-5x5-v0")  # an optional suite's id
 >>> env = jaxrl.envs.from_gymnax(MyEnv())      # a user's gymnax Environment
 """
 
@@ -14,7 +17,7 @@ import difflib
 from typing import Any
 
 from jaxrl.core.errors import ConfigError
-from jaxrl.envs import brax_env, gymnax_env
+from jaxrl.envs import brax_env, craftax_env, gymnax_env, jumanji_env, navix_env, playground_env, xminigrid_env
 from jaxrl.envs.backends import Backend, backend_names, get_backend, lookup, register_backend, unregister_backend
 from jaxrl.envs.core import Box, Discrete, Env, EnvState, EnvStep, Observed
 from jaxrl.envs.params import param_names, with_params
@@ -48,11 +51,15 @@ __all__ = [
 
 register_backend(gymnax_env.BACKEND)
 register_backend(brax_env.BACKEND)
+for _suite in (craftax_env, jumanji_env, navix_env, xminigrid_env, playground_env):  # optional extras
+    register_backend(_suite.BACKEND)
 
 
 def names() -> list[str]:
     """All names :func:`make` lists, backend by backend (gymnax's short names and
-    ids, brax's names; ``brax:<name>`` reaches any other brax env)."""
+    ids, brax's names, then each optional suite's ``SUITE:ID``s, listed whether
+    or not the suite is installed; ``brax:<name>`` and ``SUITE:<id>`` reach
+    any other env of theirs)."""
     out: list[str] = []
     for name in backend_names():
         out += [n for n in get_backend(name).names() if n not in out]

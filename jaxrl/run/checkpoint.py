@@ -54,6 +54,24 @@ def keys_to_data(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
 
 
+def _drop_empty(tree: Any) -> Any:
+    """Zero-size leaves (e.g. an MJX model's empty actuator state) → None:
+    orbax cannot store them, and their value is their shape."""
+    import jax
+
+    return jax.tree.map(lambda x: None if 0 in tuple(x.shape) else x, tree)
+
+
+def _refill_empty(restored: Any, abstract: Any) -> Any:
+    """:func:`_drop_empty` undone: the zero-size leaves of ``abstract`` (with shardings) back as arrays."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(
+        lambda a, r: jnp.zeros(a.shape, a.dtype, device=a.sharding) if 0 in tuple(a.shape) else r, abstract, restored
+    )
+
+
 def data_to_keys(tree: Any, abstract: Any) -> Any:
     import jax
 
@@ -134,7 +152,9 @@ class Checkpointer:
         meta = dict(meta, format_version=FORMAT_VERSION)
         self.manager.save(
             chunk,
-            args=ocp.args.Composite(state=ocp.args.StandardSave(keys_to_data(state)), meta=ocp.args.JsonSave(meta)),
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(_drop_empty(keys_to_data(state))), meta=ocp.args.JsonSave(meta)
+            ),
             force=True,
         )
         self.manager.wait_until_finished()
@@ -211,10 +231,12 @@ class Checkpointer:
         if missing:  # orbax would guess the tree from what is left, and fail obscurely
             raise _Damaged(f"files of it are missing (state/{missing[0]})")
         try:
-            restored = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(raw_abstract)))
+            restored = self.manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(_drop_empty(raw_abstract)))
+            )
         except Exception as error:  # orbax/tensorstore raise many types for damaged files
             raise _Damaged(_reason(error)) from None
-        return restored["state"], dict(meta)
+        return _refill_empty(restored["state"], raw_abstract), dict(meta)
 
     def set_aside(self, steps: list[int]) -> str:
         """Move checkpoints (found damaged) out of orbax's sight, into
