@@ -54,6 +54,7 @@ bench: $(DEV)
 	$(BIN)/python experiments/bench/donation.py
 	$(BIN)/python experiments/bench/pixels_memory.py
 	$(BIN)/python experiments/bench/generalization.py
+	$(BIN)/python experiments/bench/suites.py
 	$(BIN)/python experiments/bench/table.py
 
 clean:

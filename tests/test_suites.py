@@ -436,8 +436,10 @@ def _cli(*args: str, timeout: int = 420) -> subprocess.CompletedProcess:
         (["env=playground:CartpoleBalance", "algo=pqn"], "needs discrete actions"),
         (["env=navix:Navix-DorKey-5x5-v0"], "did you mean navix:Navix-DoorKey-5x5-v0"),
         (["env=jumanji:JobShop-v0"], "joint discrete actions"),
+        (["env=jumanji:Snake-v1", "algo.network=cnn"], "needs image observations"),  # the env's observation rank
+        (["env=cartpole", "algo.network=cnn"], "needs image observations"),
     ],
-    ids=["sac-on-discrete", "pqn-on-continuous", "misspelt", "too-many-actions"],
+    ids=["sac-on-discrete", "pqn-on-continuous", "misspelt", "too-many-actions", "cnn-on-vectors", "cnn-on-gymnax"],
 )
 def test_bad_suite_input_exits_2_with_one_line(tmp_path, args, says):
     proc = _cli(*args, f"run_dir={tmp_path / 'run'}", timeout=120)

@@ -1144,7 +1144,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo.lr": 5e-4,
         "eval.max_steps": 1000,
     },
-    "craftax:Craftax-Classic-Symbolic-v1": {  # Craftax's PPO baseline settings, at a CPU budget
+    # Craftax's PPO baseline (64-step rollouts, 4 epochs × 8 minibatches, lr 2e-4,
+    # λ 0.8) at a CPU size: 64 envs instead of 1024, 256-wide layers instead of 512.
+    "craftax:Craftax-Classic-Symbolic-v1": {
         "num_envs": 64,
         "total_timesteps": 1_000_000,
         "num_evals": 5,

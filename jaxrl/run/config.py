@@ -32,6 +32,7 @@ from jaxrl.core.contract import configs as algo_configs
 from jaxrl.core.contract import get, names
 from jaxrl.core.errors import ConfigError, error_line
 from jaxrl.envs import canonical_name
+from jaxrl.nets.networks import make_torso, torso_names
 
 __all__ = [
     "ALGOS",
@@ -477,10 +478,14 @@ def _validate_actions(config: Config, algorithm: Any) -> None:
 
 def check_env_actions(config: Config, env: envs.Env) -> None:
     """:func:`validate`'s action check on the built ``env`` — for backends
-    that cannot tell the kind before building (``Backend.actions`` → None).
-    Called before a run writes anything."""
+    that cannot tell the kind before building (``Backend.actions`` → None) —
+    and the torso's check of the env's observation shape (``algo.network=cnn``
+    on vector observations). Called before a run writes anything."""
     kind = "discrete" if isinstance(env.action_space, envs.Discrete) else "continuous"
     _refuse_actions(get(config.algo.name), envs.canonical_name(config.env.name) or env.name, kind)
+    network = getattr(config.algo, "network", None)
+    if network in torso_names():  # the torso takes the env's observation rank (e.g. a CNN needs [H, W, C])
+        make_torso(network, config.algo, tuple(env.obs_shape))
 
 
 def _refuse_actions(algorithm: Any, env: str | None, kind: str | None) -> None:
