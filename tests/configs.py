@@ -63,3 +63,30 @@ def data_parallel_matches_one_device(args: list[str], tmp_path) -> str:
                     np.asarray(rb[key], float), np.asarray(ra[key], float), rtol=1e-5, atol=1e-6, err_msg=key
                 )
     return proc.stderr
+
+
+def plain_and_drawn(env, params, steps: int, n: int):
+    """``n`` copies of ``env`` stepped ``steps`` times under the same keys and
+    random actions twice in one scan each: with ``step`` (``want``) and with
+    ``draw_steps`` up front + ``step_drawn`` in the loop (``got``). Returns
+    both final ``(state, EnvStep [steps, n])`` pairs."""
+    state0, _ = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(1), n), params)
+    keys = jax.random.split(jax.random.key(2), (steps, n))
+    actions = jax.vmap(jax.vmap(env.random_action))(jax.random.split(jax.random.key(3), (steps, n)))
+    impl = jax.random.key_impl(keys)
+
+    def plain(state):
+        def body(s, inputs):
+            k, a = inputs  # raw key data through the scan (see StepKeys)
+            return jax.vmap(env.step, (0, 0, 0, None))(jax.random.wrap_key_data(k, impl=impl), s, a, params)
+
+        return jax.lax.scan(body, state, (jax.random.key_data(keys), actions))
+
+    def drawn(state):
+        def body(s, inputs):
+            d, a = inputs
+            return jax.vmap(env.step_drawn, (0, 0, 0, None))(d, s, a, params)
+
+        return jax.lax.scan(body, state, (env.draw_steps(keys, params), actions))
+
+    return jax.jit(plain)(state0), jax.jit(drawn)(state0)

@@ -7,6 +7,7 @@ import pytest
 
 from jaxrl import envs
 from jaxrl.envs.gymnax_env import GymnaxEnv
+from tests.configs import plain_and_drawn
 from tests.toy_envs import CountingEnv, Params
 
 
@@ -131,29 +132,8 @@ def test_draw_steps_then_step_drawn_equals_step(make):
     episode boundaries and integers, floats to rounding (the two programs fuse
     the physics differently)."""
     env = make()
-    params = env.default_params
-    steps, n = 60, 6
-    state0, _ = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(1), n), params)
-    keys = jax.random.split(jax.random.key(2), (steps, n))
-    actions = jax.vmap(jax.vmap(env.random_action))(jax.random.split(jax.random.key(3), (steps, n)))
-
-    impl = jax.random.key_impl(keys)
-
-    def plain(state):
-        def body(s, inputs):
-            k, a = inputs  # raw key data through the scan (see StepKeys)
-            return jax.vmap(env.step, (0, 0, 0, None))(jax.random.wrap_key_data(k, impl=impl), s, a, params)
-
-        return jax.lax.scan(body, state, (jax.random.key_data(keys), actions))
-
-    def drawn(state):
-        def body(s, inputs):
-            d, a = inputs
-            return jax.vmap(env.step_drawn, (0, 0, 0, None))(d, s, a, params)
-
-        return jax.lax.scan(body, state, (env.draw_steps(keys, params), actions))
-
-    want, got = jax.jit(plain)(state0), jax.jit(drawn)(state0)
+    n = 6
+    want, got = plain_and_drawn(env, env.default_params, 60, n)
     for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
         a, b = np.asarray(a), np.asarray(b)
         if np.issubdtype(a.dtype, np.floating):

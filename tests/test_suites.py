@@ -29,6 +29,7 @@ from jaxrl.envs import jumanji_env, navix_env, suite, xminigrid_env
 from jaxrl.envs.core import Discrete
 from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs
 from jaxrl.run.checkpoint import Checkpointer
+from tests.configs import plain_and_drawn
 from tests.test_readme import SUITE_BUDGETS, SUITE_RUNS, run, run_dir_of, user_env
 
 pytestmark = pytest.mark.timeout(600)
@@ -236,29 +237,26 @@ def test_xminigrid_against_its_own_step():
     params = params.replace(max_steps=6)
     env = xminigrid_env.XMiniGridEnv(raw, params, "xminigrid:MiniGrid-Empty-5x5")
 
-    def own_reset():
-        ts = raw.reset(params, jax.random.key(0))
-        return ts, ts.observation
+    def own(params):
+        """XLand-MiniGrid's own reset and step under ``params``."""
 
-    def own_step(ts, a):
-        ts = raw.step(params, ts, jnp.int32(a))
-        kind = "mid" if int(ts.step_type) != 2 else ("terminated" if float(ts.discount) == 0 else "truncated")
-        return ts, ts.observation, ts.reward, kind
+        def reset():
+            ts = raw.reset(params, jax.random.key(0))
+            return ts, ts.observation
 
+        def step(ts, a):
+            ts = raw.step(params, ts, jnp.int32(a))
+            kind = "mid" if int(ts.step_type) != 2 else ("terminated" if float(ts.discount) == 0 else "truncated")
+            return ts, ts.observation, ts.reward, kind
+
+        return reset, step
+
+    own_reset, own_step = own(params)
     # random play under a long limit: some episode reaches the goal (terminated)
     long = params.replace(max_steps=200)
     env_long = xminigrid_env.XMiniGridEnv(raw, long, "xminigrid:MiniGrid-Empty-5x5")
     walk = [int(a) for a in np.random.default_rng(0).choice([0, 0, 0, 1, 2], 200)]
-
-    def own_step_long(ts, a):
-        ts = raw.step(long, ts, jnp.int32(a))
-        kind = "mid" if int(ts.step_type) != 2 else ("terminated" if float(ts.discount) == 0 else "truncated")
-        return ts, ts.observation, ts.reward, kind
-
-    def own_reset_long():
-        ts = raw.reset(long, jax.random.key(0))
-        return ts, ts.observation
-
+    own_reset_long, own_step_long = own(long)
     out, keys = _steps(env_long, walk)
     own = _own_steps(own_reset_long, own_step_long, walk)
     assert own[-1][0] == "terminated"
@@ -361,28 +359,7 @@ def test_draw_steps_then_step_drawn_equals_step(make):
     :class:`SuiteEnv`'s for every suite; Craftax's and Playground's programs
     (1–2.5 min of compiling here) are left to the scripted tests above."""
     env = make()
-    params = env.default_params
-    steps, n = 24, 4
-    state0, _ = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(1), n), params)
-    keys = jax.random.split(jax.random.key(2), (steps, n))
-    actions = jax.vmap(jax.vmap(env.random_action))(jax.random.split(jax.random.key(3), (steps, n)))
-    impl = jax.random.key_impl(keys)
-
-    def plain(state):
-        def body(s, inputs):
-            k, a = inputs
-            return jax.vmap(env.step, (0, 0, 0, None))(jax.random.wrap_key_data(k, impl=impl), s, a, params)
-
-        return jax.lax.scan(body, state, (jax.random.key_data(keys), actions))
-
-    def drawn(state):
-        def body(s, inputs):
-            d, a = inputs
-            return jax.vmap(env.step_drawn, (0, 0, 0, None))(d, s, a, params)
-
-        return jax.lax.scan(body, state, (env.draw_steps(keys, params), actions))
-
-    want, got = jax.jit(plain)(state0), jax.jit(drawn)(state0)
+    want, got = plain_and_drawn(env, env.default_params, 24, 4)
     for a, b in zip(jax.tree.leaves(want[1]), jax.tree.leaves(got[1]), strict=True):
         np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64), rtol=1e-4, atol=1e-5)
     assert np.asarray(want[1].done).any()  # the comparison crossed an episode boundary

@@ -27,9 +27,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Discrete
-from jaxrl.envs.suite import SuiteEnv, load, missing, resolver, suite_id, unknown
+from jaxrl.envs.suite import SuiteEnv, load, suite_backend, suite_id, unknown
 
 __all__ = ["BACKEND", "CRAFTAX_IDS", "CraftaxEnv"]
 
@@ -75,11 +74,4 @@ def _make(canonical: str, **options: Any) -> CraftaxEnv:
     return load(canonical, "craftax", "craftax", "craftax", "craftax", build)
 
 
-BACKEND = Backend(
-    name="craftax",
-    names=lambda: [f"craftax:{i}" for i in CRAFTAX_IDS],
-    resolve=resolver("craftax", CRAFTAX_IDS),
-    make=_make,
-    actions=lambda canonical: "discrete",
-    available=lambda: missing("craftax", "craftax", "craftax"),
-)
+BACKEND = suite_backend("craftax", CRAFTAX_IDS, _make, lambda canonical: "discrete", "craftax", "craftax")

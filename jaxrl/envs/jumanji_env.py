@@ -25,9 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.core.errors import ConfigError
-from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Box, Discrete
-from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs, load, missing, resolver, suite_id, unknown
+from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs, load, suite_backend, suite_id, unknown
 
 __all__ = ["BACKEND", "JUMANJI_IDS", "JumanjiEnv"]
 
@@ -134,11 +133,11 @@ def _make(canonical: str, **options: Any) -> JumanjiEnv:
     return load(canonical, "jumanji", "jumanji", "jumanji", "jumanji", build)
 
 
-BACKEND = Backend(
-    name="jumanji",
-    names=lambda: [f"jumanji:{i}" for i in JUMANJI_IDS],
-    resolve=resolver("jumanji", JUMANJI_IDS),
-    make=_make,
-    actions=lambda canonical: "discrete" if suite_id(canonical) in JUMANJI_IDS else None,  # others: the built env
-    available=lambda: missing("jumanji", "jumanji", "jumanji"),
-)
+BACKEND = suite_backend(
+    "jumanji",
+    JUMANJI_IDS,
+    _make,
+    lambda canonical: "discrete" if suite_id(canonical) in JUMANJI_IDS else None,
+    "jumanji",
+    "jumanji",
+)  # others: the built env

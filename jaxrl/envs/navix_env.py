@@ -15,9 +15,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Discrete
-from jaxrl.envs.suite import NoParams, SuiteEnv, load, missing, resolver, suite_id, unknown
+from jaxrl.envs.suite import NoParams, SuiteEnv, load, suite_backend, suite_id, unknown
 
 __all__ = ["BACKEND", "NAVIX_IDS", "NavixEnv"]
 
@@ -79,11 +78,5 @@ def _make(canonical: str, **options: Any) -> NavixEnv:
     return load(canonical, "navix", "navix", "navix", "navix", build)
 
 
-BACKEND = Backend(
-    name="navix",
-    names=lambda: [f"navix:{i}" for i in NAVIX_IDS],
-    resolve=resolver("navix", NAVIX_IDS),
-    make=_make,
-    actions=lambda canonical: "discrete",  # every navix env turns, moves, picks up, drops, toggles, …
-    available=lambda: missing("navix", "navix", "navix"),
-)
+# every navix env acts with MiniGrid's 7 discrete actions
+BACKEND = suite_backend("navix", NAVIX_IDS, _make, lambda canonical: "discrete", "navix", "navix")

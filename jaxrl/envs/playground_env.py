@@ -19,9 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Box
-from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs, load, missing, resolver, suite_id, unknown
+from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs, load, suite_backend, suite_id, unknown
 
 __all__ = ["BACKEND", "PLAYGROUND_IDS", "PlaygroundEnv"]
 
@@ -116,11 +115,6 @@ def _make(canonical: str, episode_length: int = 1000, **options: Any) -> Playgro
     return load(canonical, "playground", "mujoco_playground", "playground", "playground", build)
 
 
-BACKEND = Backend(
-    name="playground",
-    names=lambda: [f"playground:{i}" for i in PLAYGROUND_IDS],
-    resolve=resolver("playground", PLAYGROUND_IDS),
-    make=_make,
-    actions=lambda canonical: "continuous",
-    available=lambda: missing("mujoco_playground", "MuJoCo Playground", "playground"),
+BACKEND = suite_backend(
+    "playground", PLAYGROUND_IDS, _make, lambda canonical: "continuous", "mujoco_playground", "MuJoCo Playground"
 )

@@ -35,9 +35,10 @@ import numpy as np
 from flax import struct
 
 from jaxrl.core.errors import ConfigError
+from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Discrete, Env, StepKeys
 
-__all__ = ["NoParams", "SuiteEnv", "flatten_obs", "missing", "load", "resolver", "unknown"]
+__all__ = ["NoParams", "SuiteEnv", "flatten_obs", "missing", "load", "resolver", "suite_backend", "unknown"]
 
 
 @struct.dataclass
@@ -203,3 +204,24 @@ def suite_id(canonical: str) -> str:
 
 def flat_size(shape: tuple[int, ...]) -> int:
     return int(math.prod(shape))
+
+
+def suite_backend(
+    name: str,
+    ids: tuple[str, ...],
+    make: Callable[..., Env],
+    actions: Callable[[str], str | None],
+    module: str,
+    suite: str,
+) -> Backend:
+    """The :class:`Backend` of an optional suite: ``NAME:ID`` canonical ids
+    (:func:`resolver`), ``ids`` listed without importing the suite, and the
+    extra ``jaxrl[NAME]`` named when ``module`` is missing."""
+    return Backend(
+        name=name,
+        names=lambda: [f"{name}:{i}" for i in ids],
+        resolve=resolver(name, ids),
+        make=make,
+        actions=actions,
+        available=lambda: missing(module, suite, name),
+    )

@@ -16,9 +16,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Discrete
-from jaxrl.envs.suite import NoParams, SuiteEnv, load, missing, resolver, suite_id, unknown
+from jaxrl.envs.suite import NoParams, SuiteEnv, load, suite_backend, suite_id, unknown
 
 __all__ = ["BACKEND", "XMINIGRID_IDS", "XMiniGridEnv"]
 
@@ -77,11 +76,4 @@ def _make(canonical: str, **options: Any) -> XMiniGridEnv:
     return load(canonical, "xminigrid", "xminigrid", "xminigrid", "xminigrid", build)
 
 
-BACKEND = Backend(
-    name="xminigrid",
-    names=lambda: [f"xminigrid:{i}" for i in XMINIGRID_IDS],
-    resolve=resolver("xminigrid", XMINIGRID_IDS),
-    make=_make,
-    actions=lambda canonical: "discrete",
-    available=lambda: missing("xminigrid", "xminigrid", "xminigrid"),
-)
+BACKEND = suite_backend("xminigrid", XMINIGRID_IDS, _make, lambda canonical: "discrete", "xminigrid", "xminigrid")
