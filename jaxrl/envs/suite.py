@@ -25,7 +25,6 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 import importlib.util
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -200,10 +199,6 @@ def unknown(canonical: str, suite: str, known: list[str] | tuple[str, ...]) -> C
 def suite_id(canonical: str) -> str:
     """``"navix:Navix-Empty-5x5-v0"`` → ``"Navix-Empty-5x5-v0"``."""
     return canonical.split(":", 1)[1] if ":" in canonical else canonical
-
-
-def flat_size(shape: tuple[int, ...]) -> int:
-    return int(math.prod(shape))
 
 
 def suite_backend(
