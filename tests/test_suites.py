@@ -164,29 +164,39 @@ def test_jumanji_snake_against_its_own_step():
     import jumanji
     from jumanji.environments import Snake
 
-    # a time limit of 6 steps, circling in a 2×2 square so the snake never dies: truncated
-    env = jumanji_env.JumanjiEnv(Snake(num_rows=6, num_cols=6, time_limit=6), "jumanji:Snake-6")
-    raw = env.env
-    circle = [0, 1, 2, 3] * 3  # up, right, down, left
+    # Snake's own time limit ends an episode with discount 0, as a death would
+    own_limit = Snake(num_rows=6, num_cols=6, time_limit=6)
+    state, _ = own_limit.reset(jax.random.key(0))  # the head starts at (2, 4): a 2×2 square fits
+    for a in [0, 1, 2, 3, 0, 1]:
+        state, ts = own_limit.step(state, jnp.int32(a))
+    assert int(ts.step_type) == 2 and float(ts.discount) == 0.0
+    # the adapter counts that limit itself: truncated
+    raw = own_limit
+    env = jumanji_env.JumanjiEnv(raw, "jumanji:Snake-6")
+    circle = [0, 1, 2, 3] * 3  # up, right, down, left: circling, the snake never dies
 
-    def own_step(state, a):
+    def own_step(carry, a):
+        state, t = carry
         state, ts = raw.step(state, jnp.int32(a))
-        kind = "mid" if int(ts.step_type) != 2 else ("terminated" if float(ts.discount) == 0 else "truncated")
-        return state, flatten_obs(ts.observation), ts.reward, kind
+        ended = int(ts.step_type) == 2
+        kind = "truncated" if t + 1 >= 6 else ("terminated" if ended and float(ts.discount) == 0 else "mid")
+        return (state, t + 1), flatten_obs(ts.observation), ts.reward, kind
 
     def own_reset():
         state, ts = raw.reset(jax.random.key(0))
-        return state, flatten_obs(ts.observation)
+        return (state, 0), flatten_obs(ts.observation)
 
     out, keys = _steps(env, circle)
     own = _own_steps(own_reset, own_step, circle)
+    assert own[-1][0] == "truncated"
     _compare(out, own)
-    if own[-1][0] == "truncated":  # (a start facing the square's wall dies first)
-        _check_end(env, out, keys, terminated=False, at=5)
+    _check_end(env, out, keys, terminated=False, at=5)
     # straight up into the wall: terminated, no bootstrap
     out, keys = _steps(env, [0] * 8)
     _compare(out, _own_steps(own_reset, own_step, [0] * 8))
     _check_end(env, out, keys, terminated=True)
+    preset = envs.make("jumanji:Snake-v1")
+    assert preset.time_limit == preset.max_episode_steps == 4000
     assert isinstance(jumanji.make("Snake-v1"), jumanji.Environment)
 
 

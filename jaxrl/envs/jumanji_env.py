@@ -12,6 +12,12 @@
   ``MultiDiscreteArray`` (e.g. Tetris' rotation × column) becomes one
   discrete action over the joint choices (at most 4096), decoded in row-major
   order.
+- **Time limits**: jumanji's envs (Snake, Maze, …) end an episode at their
+  ``time_limit`` with discount 0, as a death would. The adapter counts the
+  steps since each reset itself: an end at the env's time limit is
+  ``truncated`` (bootstrapped), any earlier end with discount 0
+  ``terminated``. (A true terminal state on exactly the last allowed step
+  counts as truncated.)
 - Multi-agent envs (per-agent rewards) and envs that download data when built
   (Sokoban's levels) are not listed; multi-agent ones are refused.
 """
@@ -26,7 +32,7 @@ import numpy as np
 
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Box, Discrete
-from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs, load, suite_backend, suite_id, unknown
+from jaxrl.envs.suite import Clocked, NoParams, SuiteEnv, flatten_obs, load, suite_backend, suite_id, unknown
 
 __all__ = ["BACKEND", "JUMANJI_IDS", "JumanjiEnv"]
 
@@ -57,7 +63,8 @@ _LAST = 2  # jumanji.types.StepType.LAST
 
 
 class JumanjiEnv(SuiteEnv):
-    """A ``jumanji.Environment`` (built-in or a user's) with flattened observations."""
+    """A ``jumanji.Environment`` (built-in or a user's) with flattened
+    observations, its ``time_limit`` (where it has one) counted by the adapter."""
 
     def __init__(self, env: Any, name: str):
         from jumanji import specs
@@ -100,7 +107,8 @@ class JumanjiEnv(SuiteEnv):
             )
         self.obs_shape = tuple(int(s) for s in jax.eval_shape(flatten_obs, timestep.observation).shape)
         limit = getattr(env, "time_limit", None)
-        self.max_episode_steps = int(limit) if isinstance(limit, (int, np.integer)) else None
+        self.time_limit = int(limit) if isinstance(limit, (int, np.integer)) else None
+        self.max_episode_steps = self.time_limit
 
     def _decode(self, action: jax.Array) -> jax.Array:
         if self._nvec is None:
@@ -109,13 +117,20 @@ class JumanjiEnv(SuiteEnv):
 
     def _start(self, key, params):
         state, timestep = self.env.reset(key)
+        if self.time_limit is not None:
+            state = Clocked(state, jnp.zeros((), jnp.int32))
         return state, flatten_obs(timestep.observation)
 
     def _advance(self, key, raw, action, params):
         del key  # jumanji keeps its randomness in its state
-        state, timestep = self.env.step(raw, self._decode(action))
+        inner = raw.state if self.time_limit is not None else raw
+        state, timestep = self.env.step(inner, self._decode(action))
         last = timestep.step_type == _LAST
         terminated = jnp.logical_and(last, timestep.discount == 0)
+        if self.time_limit is not None:
+            t = raw.t + 1
+            state = Clocked(state, t)
+            terminated = jnp.logical_and(terminated, t < self.time_limit)  # the limit itself: truncated
         truncated = jnp.logical_and(last, ~terminated)
         return state, flatten_obs(timestep.observation), timestep.reward, terminated, truncated
 

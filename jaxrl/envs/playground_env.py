@@ -17,10 +17,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from jaxrl.envs.core import Box
-from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs, load, suite_backend, suite_id, unknown
+from jaxrl.envs.suite import Clocked, NoParams, SuiteEnv, flatten_obs, load, suite_backend, suite_id, unknown
 
 __all__ = ["BACKEND", "PLAYGROUND_IDS", "PlaygroundEnv"]
 
@@ -52,14 +51,6 @@ PLAYGROUND_IDS = (
     "WalkerStand",
     "WalkerWalk",
 )
-
-
-@struct.dataclass
-class Clocked:
-    """Playground's state and the steps since the last reset."""
-
-    state: Any
-    t: jax.Array  # int32 []
 
 
 def _obs(obs: Any) -> jax.Array:

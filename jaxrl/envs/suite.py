@@ -37,12 +37,21 @@ from jaxrl.core.errors import ConfigError
 from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Discrete, Env, StepKeys
 
-__all__ = ["NoParams", "SuiteEnv", "flatten_obs", "missing", "load", "resolver", "suite_backend", "unknown"]
+__all__ = ["Clocked", "NoParams", "SuiteEnv", "flatten_obs", "missing", "load", "resolver", "suite_backend", "unknown"]
 
 
 @struct.dataclass
 class NoParams:
     """The parameters of an env whose suite exposes none to jaxrl."""
+
+
+@struct.dataclass
+class Clocked:
+    """A suite's state and the steps since the last reset, for adapters that
+    count a time limit themselves."""
+
+    state: Any
+    t: jax.Array  # int32 []
 
 
 class SuiteEnv(Env):
