@@ -114,6 +114,9 @@ class SweepConfig:
 
     samples: int = 0  # >0: random search with this many configurations
     seed: int = 0  # PRNG seed of the random search
+    # split a static group into programs of at most this many members (configurations × seeds,
+    # whole configurations each), e.g. when one group does not fit one device; 0: one program per group
+    max_members: int = 0
 
 
 @dataclass(frozen=True)

@@ -447,6 +447,10 @@ def validate(config: Config) -> Config:
     _validate_pbt(config.pbt)
     if config.sweep.samples < 0:
         raise ConfigError("sweep.samples", config.sweep.samples, "must be ≥ 0 (0 = grid)", "pass sweep.samples=64")
+    if config.sweep.max_members < 0:
+        raise ConfigError(
+            "sweep.max_members", config.sweep.max_members, "must be ≥ 0 (0 = one program per group)", "pass e.g. 4096"
+        )
 
     algorithm = get(config.algo.name)
     _validate_actions(config, algorithm)

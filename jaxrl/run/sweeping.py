@@ -17,7 +17,7 @@ from jaxrl.core.config import MAX_MEMBERS, Config, seed_ids
 from jaxrl.core.contract import hparams_for
 from jaxrl.core.errors import ConfigError, error_line, make_dir
 from jaxrl.envs.sets import parse_sets
-from jaxrl.run import driver, parallel, report
+from jaxrl.run import driver, launch, parallel, report
 from jaxrl.run.config import ALGOS, check_env_actions, normalize_overrides, parse, schema, to_dict, validate
 from jaxrl.run.driver import Job
 from jaxrl.run.training import new_run_dir, write_config
@@ -227,7 +227,26 @@ def plan(argv: list[str]) -> Plan:
     groups: dict[str, list[int]] = {}
     for i, config in enumerate(configs):
         groups.setdefault(_static_signature(config), []).append(i)
-    return Plan(base=base, assignments=assignments, configs=configs, groups=list(groups.values()))
+    return Plan(base=base, assignments=assignments, configs=configs, groups=_chunks(list(groups.values()), probe))
+
+
+def _chunks(groups: list[list[int]], probe: Config) -> list[list[int]]:
+    """Static groups split into programs of at most ``sweep.max_members``
+    members, whole configurations each (every seed of a configuration stays in
+    one program and one summary)."""
+    limit = probe.sweep.max_members
+    if not limit:
+        return groups
+    seeds = len(seed_ids(probe))
+    if limit < seeds:
+        raise ConfigError(
+            "sweep.max_members",
+            limit,
+            f"is below the {seeds} seeds of one configuration (each program holds whole configurations)",
+            f"pass sweep.max_members={seeds} or more",
+        )
+    per = limit // seeds
+    return [group[i : i + per] for group in groups for i in range(0, len(group), per)]
 
 
 def job_for(plan_: Plan, group: list[int], run_dir: str, resuming: bool):
@@ -265,100 +284,176 @@ def _sweep_dir(config: Config) -> str:
     return new_run_dir(config, prefix="sweep-", again="finish")
 
 
-def run(argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int | None = None) -> int:
+def _done(sweep_dir: str, group: int) -> bool:
+    return os.path.isfile(os.path.join(sweep_dir, f"group-{group}", "summary.json"))
 
-    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
-    resume = next((a.partition("=")[2] for a in argv if a.startswith("resume=")), None)
-    if resume:
-        others = [a for a in argv if not a.startswith("resume=")]
-        if others:
-            raise ConfigError(
-                others[0].partition("=")[0],
-                others[0].partition("=")[2],
-                "cannot be changed when resuming a sweep",
-                "drop it",
-            )
-        sweep_dir = os.path.abspath(resume)
-        spec_path = os.path.join(sweep_dir, "sweep.json")
-        if not os.path.isfile(spec_path):
-            raise ConfigError(
-                "resume",
-                resume,
-                "is not a sweep directory (no sweep.json)",
-                "pass the directory printed at the start of the sweep",
-            )
+
+def _open_sweep(resume: str, others: list[str]) -> tuple[str, dict]:
+    if others:
+        raise ConfigError(
+            others[0].partition("=")[0],
+            others[0].partition("=")[2],
+            "cannot be changed when resuming a sweep",
+            "drop it (only groups= and launcher settings go with resume=)",
+        )
+    sweep_dir = os.path.abspath(resume)
+    spec_path = os.path.join(sweep_dir, "sweep.json")
+    if not os.path.isfile(spec_path):
+        raise ConfigError(
+            "resume",
+            resume,
+            "is not a sweep directory (no sweep.json)",
+            "pass the directory printed at the start of the sweep",
+        )
+    try:
         with open(spec_path) as f:
             spec = json.load(f)
+        if not isinstance(spec.get("argv"), list):
+            raise ValueError("no argv list")
+    except (OSError, ValueError, AttributeError) as error:
+        raise ConfigError(
+            "resume", resume, f"holds an unreadable sweep.json ({error_line(error, 80)})", "start the sweep again"
+        ) from None
+    return sweep_dir, spec
+
+
+def run(
+    argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int | None = None, out: dict | None = None
+) -> int:
+    """``python -m jaxrl.sweep``: plan and check the sweep, then train every
+    unfinished static group with the chosen launcher and write the report.
+    ``out`` (if given) receives ``sweep_dir`` and the launcher's ``failures``."""
+    out = {} if out is None else out
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    argv, launcher_args, selected = launch.split(argv)
+    resume = next((a.partition("=")[2] for a in argv if a.startswith("resume=")), None)
+    if resume:
+        sweep_dir, spec = _open_sweep(resume, [a for a in argv if not a.startswith("resume=")])
         argv = spec["argv"]
+        # the recorded launcher, unless this command names its own settings
+        launcher = launch.parse(launcher_args if launcher_args else spec.get("launcher", []))
         the_plan = plan(argv)
     else:
+        if selected is not None:
+            raise ConfigError(
+                "groups", ",".join(map(str, selected)), "selects groups of an existing sweep", "add resume=SWEEP_DIR"
+            )
+        launcher = launch.parse(launcher_args)
         the_plan = plan(argv)
         dist = the_plan.configs[0].dist
         if dist.coordinator or dist.auto or dist.num_processes > 1:
             raise ConfigError(
                 "dist.coordinator",
                 dist.coordinator or "auto",
-                "sweeps run on one host (sharded over all its devices); multi-host runs go through python -m jaxrl.train",
-                "drop dist.*, or launch static groups on other machines with hydra's launchers (README)",
+                "sweeps run each program on one host (sharded over its devices); multi-host runs go through python -m jaxrl.train",
+                "drop dist.*, and spread the groups over machines with launcher=submitit_slurm or launcher=ray",
             )
         sweep_dir = _sweep_dir(the_plan.configs[0])
     first = the_plan.configs[0]
+    count = len(the_plan.groups)
+    if selected is not None and selected[-1] >= count:
+        raise ConfigError(
+            "groups", selected[-1], f"is not a group of this sweep (0 … {count - 1})", "pass groups from its sweep.json"
+        )
+    chosen = list(range(count)) if selected is None else selected
+    remote = launcher.name != "local"
     # one env per static group: swept env settings (env.params, env.randomize,
     # env.observe, …) give each group its own, all checked before anything is written
-    group_envs = [_group_env(the_plan.configs[group[0]]) for group in the_plan.groups]
+    group_envs = {g: _group_env(the_plan.configs[the_plan.groups[g][0]]) for g in chosen}
     groups = [
         {"dir": f"group-{g}", "configurations": [_label(the_plan.assignments[i]) for i in group]}
         for g, group in enumerate(the_plan.groups)
     ]
-
-    for group in the_plan.groups:  # device layout errors before anything is written
-        parallel.plan(the_plan.configs[group[0]], len(group) * len(seed_ids(first)))
+    if not remote:  # device layout errors before anything is written (remote jobs check their own devices)
+        for g in chosen:
+            parallel.plan(the_plan.configs[the_plan.groups[g][0]], len(the_plan.groups[g]) * len(seed_ids(first)))
     if not resume:
         make_dir("run_dir" if first.run_dir else "runs_root", sweep_dir)
         driver.write_json(
             os.path.join(sweep_dir, "sweep.json"),
             {
                 "argv": argv,
+                "launcher": launch.overrides_of(launcher),
                 "configurations": [{"label": _label(a), "overrides": a} for a in the_plan.assignments],
                 "groups": groups,
             },
         )
     seeds = seed_ids(first)
+    out["sweep_dir"] = sweep_dir
     log(f"sweep directory: {sweep_dir}")
     log(
-        f"{len(the_plan.configs)} configurations × {len(seeds)} seeds = {len(the_plan.configs) * len(seeds)} runs in {len(the_plan.groups)} compiled program(s)"
+        f"{len(the_plan.configs)} configurations × {len(seeds)} seeds = {len(the_plan.configs) * len(seeds)} runs in {count} compiled program(s)"
     )
-    for g, group in enumerate(the_plan.groups):
-        group_dir = os.path.join(sweep_dir, groups[g]["dir"])
-        if os.path.isfile(os.path.join(group_dir, "summary.json")):
+    pending = []
+    for g in chosen:
+        if _done(sweep_dir, g):
             log(f"group {g}: done")
-            continue
-        resuming = os.path.isdir(os.path.join(group_dir, "checkpoints")) and any(
-            n.isdigit() for n in os.listdir(os.path.join(group_dir, "checkpoints"))
+        else:
+            pending.append(g)
+    if remote and pending:
+        log(f"launcher={launcher.name}: {len(pending)} job(s), one per group")
+        failures = out["failures"] = launch.launch(launcher, sweep_dir, pending, log=log, stopper=stopper)
+        if failures:
+            for failure in failures:
+                labels = ", ".join(groups[failure.group]["configurations"])
+                log(f"failed: group {failure.group} ({labels}): {failure.reason}; log: {failure.log}")
+            log(
+                f"{len(failures)} of {len(pending)} job(s) failed; re-launch the unfinished groups: "
+                f"python -m jaxrl.sweep resume={sweep_dir}"
+            )
+            return stopper.exit_code if stopper is not None and stopper.signum is not None else 1
+    for g in [] if remote else pending:
+        code = _run_group(the_plan, g, sweep_dir, groups[g]["dir"], group_envs[g], stopper, log, stop_after_chunks)
+        if code is not None:
+            return code
+    if selected is not None:
+        finished = sum(_done(sweep_dir, g) for g in range(count))
+        log(f"{finished} of {count} groups done")
+        if finished == count and not remote:
+            log(f"every group is done: python -m jaxrl.sweep resume={sweep_dir} writes the report")
+        if not remote:
+            return 0
+    missing = [g for g in range(count) if not _done(sweep_dir, g)]
+    if missing:
+        log(
+            f"groups {','.join(map(str, missing))} are unfinished; the report needs every group: "
+            f"python -m jaxrl.sweep resume={sweep_dir}"
         )
-        job = job_for(the_plan, group, group_dir, resuming)
-        if not resuming:
-            os.makedirs(group_dir, exist_ok=True)
-            write_config(os.path.join(group_dir, "config.yaml"), job.config)
-        log(f"group {g}: {len(group)} configurations × {len(seeds)} seeds")
-        outcome = driver.execute(
-            job,
-            group_envs[g],
-            stop_after_chunks=stop_after_chunks,
-            log=log,
-            stopper=stopper,
-            resume_cmd=f"python -m jaxrl.sweep resume={sweep_dir}",
-        )
-        if outcome.summary is None:
-            return outcome.code
-        driver.write_json(os.path.join(group_dir, "summary.json"), outcome.summary)
-        if "heldout" in outcome.summary:
-            print(driver.heldout_table(outcome.summary), flush=True)
-        if any(c.get("sets") for c in outcome.summary["configs"]):
-            print(driver.sets_table(outcome.summary), flush=True)
+        return 0
     entries = report.load(sweep_dir)
     result = report.build(entries)
     text = report.write(entries, result, sweep_dir, plots=first.plots)
     print(text, flush=True)
     log(f"sweep directory: {sweep_dir}")
     return 0
+
+
+def _run_group(
+    the_plan: Plan, g: int, sweep_dir: str, name: str, env: Any, stopper: Any, log, stop_after_chunks: int | None
+) -> int | None:
+    """Train group ``g`` in this process; an exit code when it stopped early."""
+    group = the_plan.groups[g]
+    group_dir = os.path.join(sweep_dir, name)
+    checkpoints = os.path.join(group_dir, "checkpoints")
+    resuming = os.path.isdir(checkpoints) and any(n.isdigit() for n in os.listdir(checkpoints))
+    job = job_for(the_plan, group, group_dir, resuming)
+    if not resuming:
+        os.makedirs(group_dir, exist_ok=True)
+        write_config(os.path.join(group_dir, "config.yaml"), job.config)
+    log(f"group {g}: {len(group)} configurations × {len(job.seeds) // len(group)} seeds")
+    outcome = driver.execute(
+        job,
+        env,
+        stop_after_chunks=stop_after_chunks,
+        log=log,
+        stopper=stopper,
+        resume_cmd=f"python -m jaxrl.sweep resume={sweep_dir}",
+    )
+    if outcome.summary is None:
+        return outcome.code
+    driver.write_json(os.path.join(group_dir, "summary.json"), outcome.summary)
+    if "heldout" in outcome.summary:
+        print(driver.heldout_table(outcome.summary), flush=True)
+    if any(c.get("sets") for c in outcome.summary["configs"]):
+        print(driver.sets_table(outcome.summary), flush=True)
+    return None
