@@ -1,13 +1,14 @@
 # Everything the project needs is installed into .venv by its own targets:
 # `make install` (and `make train`) the package alone, `make test` (and `make
-# lint`, `make bench`) the package with its dev extras.
+# lint`, `make bench`, `make docs`) the package with its dev extras. `make docs`
+# builds the documentation site (mkdocs.yml, docs/) into site/.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORE   := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
 
-.PHONY: install install-dev test lint train bench clean
+.PHONY: install install-dev test lint train docs bench clean
 
 $(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +37,10 @@ lint: $(DEV)
 train: $(CORE)
 	$(BIN)/python -m jaxrl.train env=cartpole seeds=16
 
+# The documentation site, as CI builds it (tests/test_docs.py): warnings are errors.
+docs: $(DEV)
+	$(BIN)/mkdocs build --strict
+
 # Every benchmark of experiments/bench (≈ 50 min on 2 CPU cores); results in
 # experiments/results/*.json and the Markdown table experiments/results/bench.md.
 bench: $(DEV)
@@ -55,7 +60,8 @@ bench: $(DEV)
 	$(BIN)/python experiments/bench/pixels_memory.py
 	$(BIN)/python experiments/bench/generalization.py
 	$(BIN)/python experiments/bench/suites.py
+	$(BIN)/python experiments/bench/launchers.py
 	$(BIN)/python experiments/bench/table.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

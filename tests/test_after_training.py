@@ -1,6 +1,6 @@
 """The W&B logger, in this process: an offline run is written.
 
-The README's after-training commands (evaluate, render, export, load_policy,
+The docs' after-training commands (evaluate, render, export, load_policy,
 logger=tensorboard) run in the CLI's default layout in tests/test_readme.py;
 their bad input in tests/test_bad_input.py.
 """

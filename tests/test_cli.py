@@ -1,6 +1,6 @@
 """The CLI end to end: resume == uninterrupted, bad and damaged checkpoints.
 
-The run directory and summary.json of the README's commands: tests/test_readme.py.
+The run directory and summary.json of the docs' commands: tests/test_readme.py.
 """
 
 import json

@@ -1,7 +1,7 @@
 """Continuous control: tanh-Gaussian, replay buffer, SAC, brax adapter.
 
 SAC on Pendulum and PPO on brax's inverted_pendulum learn at CI budgets in
-tests/test_readme.py, as the README's commands.
+tests/test_readme.py, as the docs' commands.
 """
 
 import importlib.util

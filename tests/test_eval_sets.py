@@ -177,7 +177,7 @@ def test_dashboards_get_one_curve_per_set_and_member():
 
 
 TINY = ["num_envs=4", "total_timesteps=4096", "num_evals=2", "eval.episodes=4", "algo.num_steps=32"]
-OWN = ["nominal", "long", "short"]  # the README commands' sets
+OWN = ["nominal", "long", "short"]  # the docs' commands' sets (docs/sweeps.md)
 
 
 def cli(module: str, *args: str, cwd) -> subprocess.CompletedProcess:
@@ -193,7 +193,7 @@ def home(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def randomized_run(home):
-    """The README's randomized CartPole command at its CI budget."""
+    """The docs' randomized CartPole command at its CI budget."""
     proc = run(GEN_RANDOMIZED, home, COMMANDS[GEN_RANDOMIZED])
     run_dir, summary = check_train_run(proc, 16)
     return run_dir, summary, proc
@@ -233,7 +233,7 @@ def test_the_nominal_readme_command(nominal_run):
 
 
 def test_adding_evaluation_sets_leaves_training_bitwise_unchanged(nominal_run, home):
-    """The README's nominal command without its eval.sets: every per-update
+    """The docs' nominal command without its eval.sets: every per-update
     metric and every evaluation of the run's own, to the bit (JSON floats are
     exact), in the CLI's default layout."""
     without = GEN_NOMINAL.split(" eval.sets=")[0]

@@ -1,7 +1,7 @@
 """REINFORCE → A2C → PPO: the losses and returns against independent oracles.
 
 (The CartPole presets learn at CI budgets in tests/test_readme.py, as the
-README's commands.)
+docs' commands.)
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import flax.linen as nn
 import jax
@@ -146,18 +147,13 @@ def test_bad_seams_are_refused():
     assert networks.torso_names()[:2] == ["auto", "mlp"]
 
 
-def test_the_readme_python_block_runs():
-    """README's "Using the pieces from your own code" block, at a small budget."""
-    with open("README.md") as f:
-        readme = f.read()
-    section = readme[readme.index("## Using the pieces from your own code") :]
-    block = section[section.index("```python\n") + len("```python\n") : section.index("```\n", 10)]
-    assert 'parse(["env=cartpole"])' in block and "optimizer=optax.adamw" in block
-    tiny = ", ".join(f'"{arg}"' for arg in CARTPOLE_TINY)
-    namespace: dict = {}
-    exec(
-        compile(block.replace('parse(["env=cartpole"])', f'parse(["env=cartpole", {tiny}])'), "README.md", "exec"),
-        namespace,
-    )
-    assert namespace["adv"].shape == (128, 4)
+def test_the_research_page_seams_block_runs():
+    """docs/research.md's own flax torso and optax optimizer, at a small budget,
+    with what the page's first block defines (tests/test_docs.py runs the page)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "research.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "optimizer=optax.adamw" in b)
+    assert "network=Torso()" in block and 'parse(["env=cartpole"])' in page
+    namespace: dict = {"jax": jax, "jaxrl": jaxrl, "config": validate(parse(["env=cartpole", *CARTPOLE_TINY]))}
+    exec(compile(block, "docs/research.md", "exec"), namespace)
     assert "LayerNorm_0" in namespace["state"].agent.params["params"]["actor_torso"]
+    assert "LayerNorm_0" in namespace["state"].agent.params["params"]["critic_torso"]

@@ -74,7 +74,7 @@ def test_on_and_off_agree_on_one_update(args):
         np.testing.assert_allclose(float(getattr(m_on, name)), float(getattr(m_off, name)), rtol=2e-4, atol=1e-5)
 
 
-# The CartPole preset with perf=off solving 16 / 16 seeds is the README's command,
+# The CartPole preset with perf=off solving 16 / 16 seeds is the docs' command,
 # run in the CLI's default layout by tests/test_readme.py::test_perf_off_solves_every_seed.
 
 

@@ -3,7 +3,7 @@ float64 loop of the recursion, n-step / double-DQN / TD3 targets on hand-compute
 numbers, the target network's schedule, the ε schedule's endpoints, greedy action
 selection, and the replay buffer's n-step windows.
 
-Learning at CI budgets, resume, sweeps and the README's commands:
+Learning at CI budgets, resume, sweeps and the docs' commands:
 tests/test_value_runs.py."""
 
 from __future__ import annotations

@@ -1,13 +1,18 @@
-"""The README's commands, run the way a user runs them.
+"""The documented commands, run the way a user runs them.
 
-Every command of the README's :data:`SECTIONS` runs here (or in the module its
-entry in :data:`COMMANDS` names) as a subprocess in the CLI's default device layout: no ``JAXRL_CPU_DEVICES``,
+Every command of the README and of the documentation site's pages (``docs/``:
+every ```bash block line and every inline ``python -m jaxrl.…`` span, see
+:func:`readme_commands`) runs here (or in the module its entry in
+:data:`COMMANDS` names) as a subprocess in the CLI's default device layout: no ``JAXRL_CPU_DEVICES``,
 ``JAXRL_CPU_THREADS`` or ``PJRT_NPROC`` pin, so on a 2-core machine the CLI
 splits the CPU into 2 XLA:CPU devices as it does for users. Budgets are
 shrunk by overrides only (``total_timesteps``, ``num_evals``, counts of
 envs, samples and episodes); the main command runs at its full budget.
-``test_every_readme_command_is_run_here`` fails when the README gains,
-loses or changes a command that is not in :data:`COMMANDS`.
+``test_every_readme_command_is_run_here`` fails when the docs gain,
+lose or change a command that is not in :data:`COMMANDS` (or, for the
+measurement recipes and cluster set-ups the docs only describe, in
+:data:`DESCRIBED`). The commands only ``docs/cluster.md`` shows are
+tests/test_launchers.py's (``test_every_cluster_command_is_run_there``).
 """
 
 from __future__ import annotations
@@ -25,18 +30,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = (
-    "Two commands",
-    "After training",
-    "Algorithms",
-    "Sweeps, PBT and held-out evaluation",
-    "Generalization",
-    "Continuous control",
-    "Pixels and memory",
-    "Value-based",
-    "More JAX env suites",
-    "Configuration",
-)
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+CLUSTER_PAGE = DOCS / "cluster.md"  # tests/test_launchers.py runs its commands
 PINS = ("JAXRL_CPU_DEVICES", "JAXRL_CPU_THREADS", "PJRT_NPROC", "NPROC", "XLA_FLAGS")
 
 MAIN = "python -m jaxrl.train env=cartpole seeds=16"
@@ -89,11 +85,12 @@ SUMMARY_FIELDS = {  # DESIGN.md's contract for summary.json
 }
 RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.M)
 
-# README command → the overrides that shrink its budget (None: run as written).
+# documented command → the overrides that shrink its budget (None: run as written).
 TINY_CARTPOLE = {"total_timesteps": "8192", "num_evals": "2", "eval.episodes": "4"}
 COMMANDS: dict[str, dict[str, str] | None] = {
     "make train": None,  # = MAIN, checked against the Makefile
     "make test": None,  # the suite this module is part of
+    "make docs": None,  # tests/test_docs.py builds the site with its recipe (checked against the Makefile)
     MAIN: None,  # the main command, at its full budget
     "python -m jaxrl.train env=acrobot seeds=8 algo.lr=1e-3 total_timesteps=2e5": {
         "total_timesteps": "16384",
@@ -223,24 +220,66 @@ COMMANDS: dict[str, dict[str, str] | None] = {
     },
 }
 
+# What the docs show but this suite does not run as written: the commands'
+# bare names in prose, the measurement recipes of the Performance and Results
+# pages (experiments/ runs them), and set-ups that need hardware CI lacks.
+# Each names where its behaviour is tested, or why it cannot be.
+DESCRIBED: dict[str, str] = {
+    "python -m jaxrl.train": "the command's name in prose; its runs are COMMANDS",
+    "python -m jaxrl.sweep": "the command's name in prose; its runs are COMMANDS",
+    "python -m jaxrl.evaluate": "the command's name in prose; its runs are COMMANDS",
+    "python -m jaxrl.train resume=RUN_DIR": "tests/test_reliability.py resumes stopped runs (bitwise)",
+    "python -m jaxrl.sweep … launcher=submitit_slurm": "the cluster page's launcher commands: tests/test_launchers.py",
+    "python -m jaxrl.train env=cartpole seeds=4 total_timesteps=20000 num_evals=2 profile=true": (
+        "a recipe whose printout the Performance page quotes; profile=true: tests/test_perf_tools.py"
+    ),
+    "python -m jaxrl.train env=pendulum algo=sac seeds=1 num_envs=1 total_timesteps=20000 algo.num_steps=8 "
+    "algo.utd=1 algo.batch_size=256 'algo.hidden_sizes=[64,64]' algo.learning_starts=1000 algo.lr=3e-4 "
+    "algo.buffer_size=20000 eval.episodes=16 profile=true": "a measurement recipe (Performance, peers.py's SAC settings)",
+    "python -m jaxrl.train env=cartpole seeds=16 progress=chunk|true compile_cache=DIR": (
+        "a measurement recipe (two launches per setting); the cache: tests/test_perf_tools.py"
+    ),
+    "python -m jaxrl.sweep … seeds=16 algo.lr=1e-3,3e-3,5e-3 algo.ent_coef=0,0.01": (
+        "experiments/bench_sweep.py's row for the grid sweep COMMANDS runs"
+    ),
+    "python -m jaxrl.train seeds=[k] …": "experiments/bench_sweep.py --one-by-one: the same runs launched one by one",
+    "python -m jaxrl.train env=cartpole seeds=256 dist.coordinator=10.0.0.1:1234 dist.num_processes=4 "
+    "dist.process_id=$RANK": "needs 4 hosts; tests/test_parallel.py runs 2 processes with dist.coordinator on localhost",
+    "srun python -m jaxrl.train env=cartpole seeds=256 dist.auto=true": "needs a SLURM cluster (jax detects it)",
+    "python -m jaxrl.train env=ant seeds=8": "a multi-GPU node's command (the ant preset: 50M env steps)",
+}
 
-def readme_commands() -> list[str]:
-    """The commands of :data:`SECTIONS`: each line of their ``bash`` blocks
-    (comments dropped, continuation lines joined) and each inline
-    ``python -m jaxrl.…`` span of their prose."""
-    text = (REPO / "README.md").read_text()
+
+def documented_pages() -> list[Path]:
+    """The README and every page of the documentation site."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def page_commands(path: Path) -> list[str]:
+    """The commands of one page: each line of its ``bash`` blocks (comments
+    dropped, continuation lines joined; blocks indented in a list item too) and
+    each inline ``python -m jaxrl.…`` span of its prose."""
+    text = path.read_text()
     found: list[str] = []
-    for section in re.split(r"^## ", text, flags=re.M)[1:]:
-        if not section.startswith(SECTIONS):
-            continue
-        for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
-            for line in block.replace("\\\n", " ").splitlines():
-                command = re.sub(r"\s+#.*$", "", line).strip() if not line.lstrip().startswith("#") else ""
-                if command:
-                    found.append(" ".join(command.split()))
-        prose = re.sub(r"```.*?```", "", section, flags=re.S)
-        found += [" ".join(span.split()) for span in re.findall(r"`(python -m jaxrl\.[^`]+)`", prose)]
+    for block in re.findall(r"^[ \t]*```bash\n(.*?)^[ \t]*```", text, flags=re.S | re.M):
+        for line in block.replace("\\\n", " ").splitlines():
+            command = re.sub(r"\s+#.*$", "", line).strip() if not line.lstrip().startswith("#") else ""
+            if command:
+                found.append(" ".join(command.split()))
+    prose = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", text, flags=re.S | re.M)
+    found += [" ".join(span.split()) for span in re.findall(r"`(python -m jaxrl\.[^`]+)`", prose)]
     return found
+
+
+def readme_commands(pages: list[Path] | None = None) -> list[str]:
+    """The commands of ``pages`` (default: the README and every docs page)."""
+    return [command for path in (documented_pages() if pages is None else pages) for command in page_commands(path)]
+
+
+def cluster_only_commands() -> set[str]:
+    """The commands docs/cluster.md shows and no other page does."""
+    others = [p for p in documented_pages() if p != CLUSTER_PAGE]
+    return set(page_commands(CLUSTER_PAGE)) - set(readme_commands(others)) if CLUSTER_PAGE.exists() else set()
 
 
 def user_env() -> dict[str, str]:
@@ -286,7 +325,7 @@ def default_devices(members: int) -> int:
 
 
 def check_train_run(proc: subprocess.CompletedProcess, members: int, solved: str | None = None) -> tuple[Path, dict]:
-    """What the README says a training run prints and writes."""
+    """What the docs (quickstart.md) say a training run prints and writes."""
     run_dir = run_dir_of(proc)
     for name in ("config.yaml", "metrics.jsonl", "summary.json", "curves.png"):
         assert (run_dir / name).is_file(), name
@@ -322,13 +361,26 @@ def main_run(home) -> tuple[Path, dict]:
 
 
 def test_every_readme_command_is_run_here():
-    assert sorted(set(readme_commands())) == sorted(COMMANDS)
+    """Every command of the README and the docs is in :data:`COMMANDS` (run by
+    a test) or :data:`DESCRIBED` (a recipe the docs report, with where it is
+    covered), and each entry is on a page; docs/cluster.md's own commands are
+    tests/test_launchers.py's."""
+    own = cluster_only_commands()
+    assert not set(COMMANDS) & set(DESCRIBED)
+    assert sorted(set(readme_commands()) - own) == sorted((set(COMMANDS) | set(DESCRIBED)) - own)
+
+
+def test_every_cluster_command_is_run_there():
+    from tests.test_launchers import CLUSTER_COMMANDS
+
+    known = set(CLUSTER_COMMANDS) | set(COMMANDS) | set(DESCRIBED)
+    assert cluster_only_commands() <= known, cluster_only_commands() - known
 
 
 def test_make_train_is_the_main_command():
     recipe = (REPO / "Makefile").read_text().split("\ntrain:", 1)[1].split("\n\n", 1)[0]
     assert "$(BIN)/python -m jaxrl.train env=cartpole seeds=16" in recipe
-    assert f"then: {MAIN}" in (REPO / "README.md").read_text()
+    assert f"then: {MAIN}" in README.read_text()
 
 
 def test_main_command_solves_every_seed(main_run):
@@ -583,7 +635,7 @@ def test_the_recurrent_preset_solves_cartpole_without_velocities_and_the_mlp_can
     _, summary = pomdp_run
     assert summary["solved_fraction"] >= 12 / 16 and summary["iqm"] >= 475, summary[
         "final_eval_return"
-    ]  # 14 / 16 (README)
+    ]  # 14 / 16 (docs/pixels-memory.md)
     _, mlp = check_train_run(run(POMDP_MLP, home), 16)
     assert mlp["solved_fraction"] == 0 and mlp["iqm"] < 150, mlp["final_eval_return"]
 
@@ -666,8 +718,8 @@ def test_memorychain_preset_remembers(home):
 
 def test_minatar_cnn_beats_random_play(home):
     """Breakout-MinAtar's CNN preset at a CI budget (20 updates of 64 × 128
-    steps): uniformly random play scores 0.37 per episode (1000 episodes; the
-    README); the IQM must be at least 2, over five times that (measured: 4.5)."""
+    steps): uniformly random play scores 0.37 per episode (1000 episodes;
+    docs/pixels-memory.md); the IQM must be at least 2, over five times that (measured: 4.5)."""
     command = "python -m jaxrl.train env=Breakout-MinAtar seeds=4"
     _, summary = check_train_run(run(command, home, COMMANDS[command]), 2)
     assert summary["iqm"] >= 2.0, summary["final_eval_return"]

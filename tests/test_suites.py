@@ -437,7 +437,7 @@ def test_bad_suite_input_exits_2_with_one_line(tmp_path, args, says):
     assert not (tmp_path / "run").exists()
 
 
-# -- the README's command per suite, at a tiny budget ----------------------------------------------
+# -- the docs' command per suite, at a tiny budget ----------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -448,7 +448,7 @@ def test_bad_suite_input_exits_2_with_one_line(tmp_path, args, says):
     ],
 )
 def test_each_suites_readme_command_trains(tmp_path, suite_name):
-    """``python -m jaxrl.train env=SUITE:ID seeds=4`` as the README shows it (the
+    """``python -m jaxrl.train env=SUITE:ID seeds=4`` as docs/envs.md shows it (the
     CLI's default layout), at a CI budget: a run directory with a summary, a
     checkpoint, and ``evaluate`` on it."""
     command = SUITE_RUNS[suite_name]

@@ -1,4 +1,4 @@
-"""The README's PQN, DQN and TD3 commands, the way a user runs them (the CLI's
+"""The docs' PQN, DQN and TD3 commands, the way a user runs them (the CLI's
 default device layout, runs under the user's runs/): learning at CI budgets,
 then evaluate, load_policy and export of what they trained."""
 
@@ -21,8 +21,8 @@ NOISE_SWEEP = next(c for c in COMMANDS if c.startswith("python -m jaxrl.sweep") 
 # return). Random play: CartPole ≈ 20, Pendulum ≈ −1200, Acrobot −500, MountainCar −200 (the flag
 # never reached), MountainCarContinuous ≈ −30 (0: standing still), Breakout 0.37.
 LEARNS = {
-    PQN_CARTPOLE: ("iqm", 475.0),  # the preset's full budget: 16 / 16 solved (README)
-    TD3_PENDULUM: ("iqm", -200.0),  # the preset's full budget: −155 (README)
+    PQN_CARTPOLE: ("iqm", 475.0),  # the preset's full budget: 16 / 16 solved (docs/value-based.md)
+    TD3_PENDULUM: ("iqm", -200.0),  # the preset's full budget: −155 (docs/value-based.md)
     "python -m jaxrl.train env=cartpole algo=dqn seeds=16": ("iqm", 100.0),
     "python -m jaxrl.train env=acrobot algo=pqn seeds=8": ("iqm", -100.0),  # 8 seeds: −84
     "python -m jaxrl.train env=mountaincar algo=pqn seeds=8": ("min", -150.0),  # seeds 0, 1: −104, −99
@@ -73,7 +73,7 @@ def test_value_presets_learn(command, home):
 
 
 def test_the_noise_sweep_compares_white_and_correlated_noise(home):
-    """The README's TD3 sweep: σ × ρ (white noise among them) in one program per
+    """The docs' TD3 sweep: σ × ρ (white noise among them) in one program per
     static setting, a report row per configuration."""
     proc = run(NOISE_SWEEP, home, COMMANDS[NOISE_SWEEP])
     sweep_dir = Path(re.findall(r"^sweep directory: (.+)$", proc.stderr, re.M)[-1])

@@ -2,7 +2,7 @@
 run bit for bit, sweeps and PBT over their traced hyperparameters, PQN's envs
 split over devices (parallel=data) agree with one device.
 
-The README's commands for them (learning at CI budgets, then evaluate, export
+The docs' commands for them (learning at CI budgets, then evaluate, export
 and load_policy) are in tests/test_value_readme.py.
 """
 
@@ -77,7 +77,7 @@ def test_resume_equals_uninterrupted(algo, tmp_path):
     assert all(np.isfinite(update[m]).all() for m in algos.get(algo).metrics)
 
 
-# a grid sweep for PQN (TD3's is the README's noise sweep, tests/test_value_readme.py;
+# a grid sweep for PQN (TD3's is the docs' noise sweep, tests/test_value_readme.py;
 # DQN's traced hyperparameters are vmapped by its PBT run)
 SWEEPS = {"pqn": ["algo.q_lambda=0.5,0.9"]}
 PBT = {

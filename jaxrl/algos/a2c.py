@@ -224,7 +224,7 @@ def make_agent(
 # ---------------------------------------------------------------------------
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # CartPole: see the README's lineage table (python experiments/lineage.py).
+    # CartPole: see the lineage table (docs/algorithms.md) (python experiments/lineage.py).
     "CartPole-v1": {
         "num_envs": 16,
         "total_timesteps": 500_000,

@@ -340,7 +340,7 @@ def make_agent(
 
 PRESETS: dict[str, dict[str, Any]] = {
     # DQN on CartPole: 4 / 4 seeds at 500 in each of a 2 × 2 sweep (lr 3e-4/1e-3
-    # × τ 0.004/0.01) at 100k env steps per seed (README).
+    # × τ 0.004/0.01) at 100k env steps per seed (docs).
     "CartPole-v1": {
         "num_envs": 10,
         "total_timesteps": 100_000,

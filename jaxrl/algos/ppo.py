@@ -1051,7 +1051,7 @@ MINATAR = {
 PRESETS: dict[str, dict[str, Any]] = {
     # Tuned to solve CartPole (deterministic eval ≥ 475) on every seed fast on a
     # 2-core CPU. experiments/robust_cartpole.py runs exactly the CLI's program:
-    # 256 of 256 seeds (0-255) solved (again after this round's changes to sampling); with clip_eps=0.2, 191 of 192 (README).
+    # 256 of 256 seeds (0-255) solved (again after this round's changes to sampling); with clip_eps=0.2, 191 of 192 (docs).
     "CartPole-v1": {
         "num_envs": 8,
         "total_timesteps": 200_000,
@@ -1065,7 +1065,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "Acrobot-v1": {"num_envs": 16, "total_timesteps": 500_000},
     "MountainCar-v0": {"num_envs": 16, "total_timesteps": 1_000_000},
-    # PPO on Pendulum: IQM ≈ −206 over 4 seeds at 300k steps (README).
+    # PPO on Pendulum: IQM ≈ −206 over 4 seeds at 300k steps (docs).
     "Pendulum-v1": {
         "num_envs": 16,
         "total_timesteps": 300_000,
@@ -1130,7 +1130,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo.lr_schedule": "constant",
     },
     **{f"{game}-MinAtar": dict(MINATAR) for game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders", "Seaquest")},
-    # The optional env suites (README, "More JAX env suites"): PPO's defaults
+    # The optional env suites (docs/envs.md, "More JAX env suites"): PPO's defaults
     # solve the 5×5 door-and-key grid worlds within 500k steps on 4 of 4 seeds.
     "navix:Navix-DoorKey-5x5-v0": {"total_timesteps": 500_000, "num_evals": 10},
     "xminigrid:MiniGrid-DoorKey-5x5": {"total_timesteps": 500_000, "num_evals": 10},
@@ -1176,7 +1176,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "eval.episodes": 4,
     },
     # Memory tasks: a GRU over whole 64-step env sequences (backpropagation
-    # through the rollout); the MLP of the same budget cannot solve them (README).
+    # through the rollout); the MLP of the same budget cannot solve them (docs).
     "CartPole-v1-pomdp": {
         "num_envs": 16,
         "total_timesteps": 300_000,

@@ -379,7 +379,7 @@ MINATAR: dict[str, Any] = {
 PRESETS: dict[str, dict[str, Any]] = {
     **{f"{game}-MinAtar": dict(MINATAR) for game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders", "Seaquest")},
     # PQN on CartPole: 16 / 16 seeds solved at 262k env steps per seed in a
-    # 2 × 2 sweep (lr 3e-4/1e-3 × λ 0.65/0.9; README).
+    # 2 × 2 sweep (lr 3e-4/1e-3 × λ 0.65/0.9; docs).
     "CartPole-v1": {
         "num_envs": 32,
         "total_timesteps": 262_144,
@@ -387,10 +387,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo.q_lambda": 0.9,
     },
     # PQN on Acrobot: −82 IQM, 4 / 4 seeds above −100 at 262k env steps per seed
-    # (λ 0.65: 3 / 4; README).
+    # (λ 0.65: 3 / 4; docs).
     # PQN on MountainCar: every seed of 8 reaches the flag at 2.1M env steps per
     # seed (final −99 to −118, IQM −106; exploration over 50 %: one seed at −200;
-    # README). 128 envs explore what 32 do not.
+    # docs). 128 envs explore what 32 do not.
     "MountainCar-v0": {
         "num_envs": 128,
         "total_timesteps": 2_097_152,

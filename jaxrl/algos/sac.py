@@ -513,7 +513,7 @@ def make_agent(
 # ---------------------------------------------------------------------------
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # SAC on Pendulum: within 20k env steps per seed (README).
+    # SAC on Pendulum: within 20k env steps per seed (docs).
     "Pendulum-v1": {
         "num_envs": 4,
         "total_timesteps": 20_000,
@@ -522,7 +522,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo.hidden_sizes": [64, 64],
     },
     # SAC on brax's inverted pendulum: 1000 on 2 of 2 seeds at 30k steps in a
-    # 4-configuration sweep (lr 3e-4/1e-3 × init_alpha 0.1/1; README).
+    # 4-configuration sweep (lr 3e-4/1e-3 × init_alpha 0.1/1; docs).
     "inverted_pendulum": {
         "num_envs": 8,
         "total_timesteps": 30_000,

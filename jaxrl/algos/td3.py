@@ -459,7 +459,7 @@ def make_agent(
 # ---------------------------------------------------------------------------
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # TD3 on Pendulum: IQM ≥ −200 within 20k env steps per seed (README).
+    # TD3 on Pendulum: IQM ≥ −200 within 20k env steps per seed (docs).
     "Pendulum-v1": {
         "num_envs": 4,
         "total_timesteps": 20_000,
@@ -468,7 +468,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo.hidden_sizes": [64, 64],
     },
     # TD3 on brax's inverted pendulum: 1000 on 2 of 2 seeds at 60k steps for lr 1e-3
-    # with σ 0.1 or 0.3 (lr 3e-4: 0 and 1 of 2; at 30k steps: 123 and 397; README).
+    # with σ 0.1 or 0.3 (lr 3e-4: 0 and 1 of 2; at 30k steps: 123 and 397; docs).
     "inverted_pendulum": {
         "num_envs": 8,
         "total_timesteps": 60_000,
@@ -479,7 +479,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     # TD3 on MountainCarContinuous: correlated exploration noise reaches the flag
     # (a return ≈ 93) on every seed of a 2 × 2 sweep (σ 0.5/1 × ρ 0.9/0.98) at 50k
-    # env steps; white noise (ρ = 0) at σ 0.5 / 1 on 0 / 4 and 2 / 4 seeds (README).
+    # env steps; white noise (ρ = 0) at σ 0.5 / 1 on 0 / 4 and 2 / 4 seeds (docs).
     "MountainCarContinuous-v0": {
         "num_envs": 4,
         "total_timesteps": 50_000,
