@@ -163,6 +163,7 @@ def test_submitit_slurm_on_a_stand_in_cluster(one_process, home, tmp_path):
     assert report_of(home / "slurm") == report_of(one_process)
 
 
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init starts the runtime's processes
 def test_run_on_ray_gives_the_one_process_report(one_process, home, monkeypatch):
     """docs/cluster.md's Python example, at the CI budget, on a local Ray
     cluster started and stopped here; each group is a Ray task."""
@@ -305,3 +306,12 @@ def test_a_group_that_is_not_in_the_sweep_and_a_missing_engine(one_process, monk
     err = capsys.readouterr().err.strip()
     assert "launcher=ray: needs ray, which is not installed; fix: pip install 'jaxrl[ray]'" in err
     assert os.listdir(one_process).count("jobs") == 0
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"argv": "env=cartpole"}', "[]"])
+def test_a_damaged_sweep_json_is_one_line_and_exit_2(text, tmp_path, capsys):
+    (tmp_path / "sweep.json").write_text(text)
+    assert sweep.main([f"resume={tmp_path}", "launcher=submitit_local"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"resume={tmp_path}: holds an unreadable sweep.json" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["sweep.json"]
