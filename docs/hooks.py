@@ -1,7 +1,7 @@
 """mkdocs hook: the configuration reference on cli.md, generated from the schema.
 
 ``<!-- config-keys -->`` on a page becomes tables of every key of
-:func:`jaxrl.run.config.schema` (the run, ``env.*``, ``eval.*``, ``pbt.*``,
+:func:`jaxrl.run.overrides.schema` (the run, ``env.*``, ``eval.*``, ``pbt.*``,
 ``sweep.*``, ``dist.*``), one table of ``algo.*`` keys per registered algorithm
 (the traced hyperparameters marked) and one of the sweep launcher's
 ``launcher.*`` keys (:class:`jaxrl.run.launch.LauncherConfig`). A key's
@@ -23,9 +23,10 @@ import tokenize
 from typing import Any
 
 from jaxrl import evaluate, export, report, sweep, train
-from jaxrl.core.config import Config
-from jaxrl.run.config import ALGOS, SECTIONS, schema
+from jaxrl.core.config import SECTIONS, Config
+from jaxrl.core.fields import traced_names
 from jaxrl.run.launch import LauncherConfig
+from jaxrl.run.overrides import ALGOS, schema
 
 MARKER = "<!-- config-keys -->"
 USAGE_MARKER = "<!-- cli-usage -->"
@@ -135,7 +136,7 @@ def algo_keys(algo: str) -> list[tuple[str, str, str, str, bool]]:
     """``[(key, type, default, description, traced)]`` of ``algo``'s ``algo.*`` keys."""
     cls = ALGOS[algo]
     notes = comments(cls)
-    traced = set(getattr(cls, "TRACED", ()))
+    traced = set(traced_names(cls))
     return [
         (key, _type(f), default(f), notes.get(f.name, ""), f.name in traced)
         for key, f in schema(algo).items()

@@ -25,8 +25,8 @@ import time
 import jax
 import numpy as np
 
+from jaxrl import parse, validate
 from jaxrl.perf.platform import compiler_options
-from jaxrl.run.config import parse, validate
 from jaxrl.trainer.loop import make_batched, make_train, seed_keys
 
 PUREJAXRL = [

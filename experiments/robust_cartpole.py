@@ -1,5 +1,5 @@
 """How often does a CartPole setting solve? Each candidate runs as exactly the
-program the CLI compiles (driver.build: members vmapped with their
+program the CLI compiles (jaxrl.run.program.build: members vmapped with their
 hyperparameters), over many seeds, and reports the seeds whose final
 deterministic eval is below 475.
 
@@ -19,10 +19,10 @@ import time
 import jax
 import numpy as np
 
+from jaxrl import parse, validate
 from jaxrl.perf.platform import compiler_options
-from jaxrl.run import driver, training
-from jaxrl.run.config import parse, validate
-from jaxrl.trainer.loop import make_train
+from jaxrl.run import program
+from jaxrl.run.spec import prepare
 
 
 def main() -> None:
@@ -34,13 +34,12 @@ def main() -> None:
     args = parser.parse_args()
     for candidate in args.candidates:
         overrides = ["env=cartpole", f"seeds={args.seeds}", f"seed={args.seed_offset}", *candidate.split()]
-        config = validate(parse(overrides))
-        trainer = make_train(config)
-        job = training.job_for(config, "/unused", False)
-        keys, init, program, _ = driver.build(job, trainer)
+        spec = prepare(validate(parse(overrides)), "/unused", layout=False)
+        trainer = spec.trainer
+        built = program.build(spec)
         t0 = time.perf_counter()
-        carry = jax.jit(init)(keys, job.hparams)
-        chunk = jax.jit(program, donate_argnums=0, compiler_options=compiler_options())
+        carry = jax.jit(built.init)(built.keys, spec.members.hparams)
+        chunk = jax.jit(built.step, donate_argnums=0, compiler_options=compiler_options())
         curve = []
         for _ in range(trainer.num_chunks):
             carry, metrics, _ = chunk(carry)

@@ -43,13 +43,13 @@ def has_checkpoint(run_dir: str) -> bool:
 def final_state(run_dir: str, overrides: list[str]):
     import jax
 
-    from jaxrl import envs
-    from jaxrl.run import driver, training
+    from jaxrl import parse, validate
+    from jaxrl.run import program
     from jaxrl.run.checkpoint import keys_to_data
-    from jaxrl.run.config import parse, validate
+    from jaxrl.run.spec import prepare
 
-    config = validate(parse(overrides))
-    carry = driver.load_carry(training.job_for(config, run_dir, True), envs.make(config.env)).state
+    spec = prepare(validate(parse(overrides)), run_dir, resuming=True, layout=False)
+    carry = program.load_carry(spec).state
     return [np.asarray(x) for x in jax.tree.leaves(keys_to_data(carry))]
 
 

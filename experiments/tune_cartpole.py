@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.run import config as C
+from jaxrl import ConfigError, parse, validate
 from jaxrl.trainer.loop import make_batched, make_train
 
 STATIC = {
@@ -47,8 +47,8 @@ def main() -> None:
             overrides = [f"{k}={v}" for k, v in zip(static, combo, strict=True)]
             overrides += [f"total_timesteps={args.budget}", f"num_evals={args.evals}", f"seeds={args.seeds}"]
             try:
-                cfg = C.validate(C.parse(overrides))
-            except C.ConfigError as e:
+                cfg = validate(parse(overrides))
+            except ConfigError as e:
                 print("skip", overrides, e)
                 continue
             trainer = make_train(cfg)

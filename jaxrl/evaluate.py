@@ -8,6 +8,7 @@ retraining; ``render=true`` writes a GIF per seed.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
@@ -17,14 +18,15 @@ import jax.numpy as jnp
 from jaxrl import perf
 from jaxrl.core.contract import policy_step
 from jaxrl.core.errors import ConfigError
-from jaxrl.envs.sets import parse_sets
 from jaxrl.perf import platform
 from jaxrl.run import memory, parallel, stats
-from jaxrl.run.driver import layout_note, set_blocks, sets_table, write_json
+from jaxrl.run.io import write_json
 from jaxrl.run.policy import open_run
 from jaxrl.run.render import episode_observations, save_gif
+from jaxrl.run.rundir import layout_note
+from jaxrl.run.summary import set_blocks, sets_table
 from jaxrl.trainer.evaluate import make_evaluate
-from jaxrl.trainer.loop import make_evaluate_sets
+from jaxrl.trainer.loop import make_evaluate_sets, make_train
 
 __all__ = ["USAGE", "main"]
 
@@ -104,13 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         platform.configure()
         platform.quiet_libraries()
-        platform.check_environment()
         run_dir, options = _options(argv)
-        platform.split_cpu_devices()  # as the training CLI does, before jax starts: the same layout
+        # as the training CLI does, before jax starts: the same layout
+        process = platform.process_settings(cpu_devices=platform.split_cpu_devices())
 
         run = open_run(run_dir)
-        members = list(range(len(run.job.seeds))) if options["seed"] == "all" else [run.member_index(options["seed"])]
-        eval_sets = parse_sets(options["eval.sets"], run.env)
+        members = (
+            list(range(len(run.members.seeds))) if options["seed"] == "all" else [run.member_index(options["seed"])]
+        )
+        # eval.sets= of this evaluation, parsed as the run's own are: by the trainer
+        config = run.config
+        with_sets = dataclasses.replace(config, eval=dataclasses.replace(config.eval, sets=options["eval.sets"]))
+        eval_sets = make_train(with_sets, run.env).eval_sets
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -140,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     if layout is not None:
         states, keys = parallel.place((states, keys), parallel.member_shardings(layout, (states, keys)))
     t0 = time.perf_counter()
-    program = jax.jit(jax.vmap(evaluate)).lower(states, keys).compile(perf.compile_options(perf.of(config)))
+    options_ = perf.compile_options(perf.of(config), process.opt_level)
+    program = jax.jit(jax.vmap(evaluate)).lower(states, keys).compile(options_)
     try:
         fix = f"pass fewer episodes= (now {episodes}) or seed=K"
         memory.check(memory.program_bytes(program), layout, "this evaluation", fix)
@@ -158,9 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             max_steps,
             init_carry=agent.init_carry,
         )
-        sets_program = (
-            jax.jit(jax.vmap(run_sets)).lower(states, keys, result).compile(perf.compile_options(perf.of(config)))
-        )
+        sets_program = jax.jit(jax.vmap(run_sets)).lower(states, keys, result).compile(options_)
         try:
             memory.check(memory.program_bytes(sets_program), layout, "this evaluation", fix + " or fewer sets")
         except ConfigError as error:
@@ -170,9 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         set_means = {s.name: np.asarray(found[s.name].returns, np.float64).mean(axis=1) for s in eval_sets}
     returns = np.asarray(jax.device_get(result.returns), np.float64)  # [M, E]
     seconds = time.perf_counter() - t0
-    seeds = [run.job.seeds[i] for i in members]
-    labels = [run.job.labels[run.job.config_index[i]] for i in members]
-    multi = len(set(run.job.labels)) > 1
+    seeds = [run.members.seeds[i] for i in members]
+    labels = [run.members.labels[run.members.config_index[i]] for i in members]
+    multi = len(set(run.members.labels)) > 1
     solved = env.solved_return
     lines = [
         f"{env.name} · {config.algo.name} · {'deterministic' if deterministic else 'sampled'} policy · {episodes} episodes per seed · {seconds:.1f} s"
@@ -230,11 +236,12 @@ def main(argv: list[str] | None = None) -> int:
         obs, rewards = episode_observations(
             env, policy_step(agent, deterministic), run.agent_state(member), keys[0], max_steps
         )
-        path = os.path.join(run.run_dir, f"episode-seed{run.job.seeds[member]}.gif")
+        path = os.path.join(run.run_dir, f"episode-seed{run.members.seeds[member]}.gif")
         frames = save_gif(path, env.name, obs, rewards)
         out["render"] = {"path": path, "frames": frames, "return": float(rewards.sum())}
         print(
-            f"episode of seed {run.job.seeds[member]}: {frames} frames, return {rewards.sum():.1f} → {path}", flush=True
+            f"episode of seed {run.members.seeds[member]}: {frames} frames, return {rewards.sum():.1f} → {path}",
+            flush=True,
         )
     write_json(os.path.join(run.run_dir, "evaluation.json"), out)
     return 0

@@ -1,9 +1,5 @@
-"""``jaxrl.ppo``: the public contract's name for :mod:`jaxrl.algos.ppo` (the same
-module object, so ``import jaxrl.ppo`` and ``from jaxrl.ppo import ...`` reach
-every name of it)."""
+"""``jaxrl.ppo``: PPO's loss functions and update steps (the public contract's
+name for them; they are defined in :mod:`jaxrl.algos.ppo`)."""
 
-import sys
-
-from jaxrl.algos import ppo
-
-sys.modules[__name__] = ppo
+from jaxrl.algos.ppo import *  # noqa: F403
+from jaxrl.algos.ppo import __all__  # noqa: F401

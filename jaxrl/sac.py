@@ -1,9 +1,5 @@
-"""``jaxrl.sac``: the public contract's name for :mod:`jaxrl.algos.sac` (the same
-module object, so ``import jaxrl.sac`` and ``from jaxrl.sac import ...`` reach
-every name of it)."""
+"""``jaxrl.sac``: SAC's loss functions and update step (the public contract's
+name for them; they are defined in :mod:`jaxrl.algos.sac`)."""
 
-import sys
-
-from jaxrl.algos import sac
-
-sys.modules[__name__] = sac
+from jaxrl.algos.sac import *  # noqa: F403
+from jaxrl.algos.sac import __all__  # noqa: F401

@@ -31,7 +31,7 @@ from typing import Any
 from jaxrl.core.errors import ConfigError
 from jaxrl.perf import platform
 from jaxrl.run import sweeping
-from jaxrl.run.driver import StopRequest
+from jaxrl.run.signals import StopRequest
 
 __all__ = ["USAGE", "main", "run_on_ray"]
 
@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         platform.configure()  # process settings, before jax starts its backend
         platform.quiet_libraries()
         platform.check_environment()
-        platform.split_cpu_devices()  # before jax starts its backend
-        return sweeping.run(argv, stopper=stopper)
+        devices = platform.split_cpu_devices()  # before jax starts its backend
+        return sweeping.run(argv, stopper=stopper, process=platform.process_settings(devices))
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -17,7 +17,8 @@ import sys
 from jaxrl.core.errors import ConfigError
 from jaxrl.perf import platform
 from jaxrl.run import training
-from jaxrl.run.driver import StopRequest
+from jaxrl.run.overrides import resolve
+from jaxrl.run.signals import StopRequest
 
 __all__ = ["USAGE", "main"]
 
@@ -65,12 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         platform.configure()  # process settings, before jax starts its backend
         platform.quiet_libraries()
         platform.check_environment()
-        config = training.resolve(argv)
+        config = resolve(argv)
         # both before jax starts its backend; a one-thread pool keeps one device
         # (with a second XLA:CPU device beside it, the single thread measured no faster)
-        if platform.size_cpu_pool(*training.cpu_job(config)) != 1:
-            platform.split_cpu_devices()
-        return training.run(config, stopper=stopper)
+        threads = platform.size_cpu_pool(*training.cpu_job(config))
+        devices = platform.split_cpu_devices() if threads != 1 else 0
+        return training.run(config, platform.process_settings(devices, threads), stopper=stopper)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

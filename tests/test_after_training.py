@@ -42,18 +42,18 @@ def test_every_declared_metric_reaches_the_dashboards(name):
     import numpy as np
 
     from jaxrl import algos
-    from jaxrl.run import driver, logs
+    from jaxrl.run import logs, records
 
     algorithm = algos.get(name)
-    fields = (*algos.LOOP_METRICS, *algorithm.metrics)
-    Metrics = namedtuple("Metrics", fields)
+    Metrics = namedtuple("Metrics", ("loop", *algorithm.metrics))
     rng = np.random.default_rng(0)
-    metrics = Metrics(**{f: rng.uniform(1, 2, (2, 3)).astype(np.float32) for f in fields})
+    loop = algos.LoopMetrics(*(rng.uniform(1, 2, (2, 3)).astype(np.float32) for _ in algos.LOOP_METRICS))
+    metrics = Metrics(loop, **{f: rng.uniform(1, 2, (2, 3)).astype(np.float32) for f in algorithm.metrics})
     members = ["seed_0", "seed_1"]
-    record = driver.update_records(metrics, chunk=0, first_update=0, steps_per_update=8)[0]
+    record = records.update_records(metrics, chunk=0, first_update=0, steps_per_update=8)[0].to_json()
     tags = set(logs.scalars(record, members, algorithm.metrics))
     assert {f"train/{m}/seed_1" for m in algorithm.metrics} <= tags, sorted(tags)
     strided = {"type": "eval", "eval_return": [1.0, 2.0], "eval_length": [3, 4]}
-    strided.update(driver.chunk_training_stats(metrics, algorithm.metrics))
+    strided.update(records.chunk_training_stats(metrics, algorithm.metrics))
     tags = set(logs.scalars(strided, members, algorithm.metrics))
     assert {f"train/{m}/seed_0" for m in algorithm.metrics} <= tags and "eval/return_iqm" in tags

@@ -11,6 +11,8 @@ import pytest
 
 from jaxrl import train
 from jaxrl.run import training
+from jaxrl.run.overrides import resolve
+from jaxrl.run.rundir import write_config
 
 SMALL = [
     "env=cartpole",
@@ -34,7 +36,7 @@ def _records(run_dir):
 def test_resume_equals_uninterrupted(tmp_path):
     full, parted = tmp_path / "full", tmp_path / "parted"
     assert train.main([*SMALL, f"run_dir={full}", "plots=false", "progress=false"]) == 0
-    config = training.resolve([*SMALL, f"run_dir={parted}", "plots=false", "progress=false"])
+    config = resolve([*SMALL, f"run_dir={parted}", "plots=false", "progress=false"])
     assert training.run(config, stop_after_chunks=1) == 0
     assert not (parted / "summary.json").exists()
     assert train.main([f"resume={parted}"]) == 0
@@ -45,13 +47,11 @@ def test_resume_equals_uninterrupted(tmp_path):
     # the final checkpoints hold bitwise-equal states
     import jax
 
-    from jaxrl import envs
-    from jaxrl.run import driver
     from jaxrl.run.checkpoint import keys_to_data
+    from jaxrl.run.policy import open_run
 
-    env = envs.make("cartpole")
-    sa, ma, _, _ = driver.load_carry(training.job_for(config, str(full), True), env)
-    sb, mb, _, _ = driver.load_carry(training.job_for(config, str(parted), True), env)
+    a, b = open_run(str(full)), open_run(str(parted))
+    sa, ma, sb, mb = a.carry, a.meta, b.carry, b.meta
     assert ma["chunk"] == mb["chunk"] == 3
     for x, y in zip(jax.tree.leaves(keys_to_data(sa)), jax.tree.leaves(keys_to_data(sb)), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
@@ -59,7 +59,7 @@ def test_resume_equals_uninterrupted(tmp_path):
 
 def test_resume_refuses_changed_settings(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    config = training.resolve([*SMALL, f"run_dir={run_dir}", "plots=false", "progress=false"])
+    config = resolve([*SMALL, f"run_dir={run_dir}", "plots=false", "progress=false"])
     assert training.run(config, stop_after_chunks=1) == 0
     capsys.readouterr()
     assert train.main([f"resume={run_dir}", "algo.lr=0.1"]) == 2
@@ -80,7 +80,7 @@ def _damage(checkpoint_dir, how: str) -> None:
 @pytest.mark.parametrize("damage, reason", [("truncate", "damaged"), ("delete_state", "missing")])
 def test_corrupt_checkpoint_gives_exit_2(tmp_path, capsys, damage, reason):
     run_dir = tmp_path / "run"
-    config = training.resolve([*SMALL, f"run_dir={run_dir}", "plots=false", "progress=false"])
+    config = resolve([*SMALL, f"run_dir={run_dir}", "plots=false", "progress=false"])
     assert training.run(config, stop_after_chunks=1) == 0
     _damage(run_dir / "checkpoints" / "1", damage)
     capsys.readouterr()
@@ -98,7 +98,7 @@ def test_damaged_newest_checkpoint_falls_back_to_an_intact_one(tmp_path, capsys)
 
     full, parted = tmp_path / "full", tmp_path / "parted"
     assert train.main([*SMALL, f"run_dir={full}", "plots=false", "progress=false"]) == 0
-    config = training.resolve([*SMALL, f"run_dir={parted}", "plots=false", "progress=false"])
+    config = resolve([*SMALL, f"run_dir={parted}", "plots=false", "progress=false"])
     assert training.run(config, stop_after_chunks=2) == 0
     _damage(parted / "checkpoints" / "2", "truncate")
     capsys.readouterr()
@@ -127,7 +127,7 @@ def test_damaged_newest_checkpoint_falls_back_to_an_intact_one(tmp_path, capsys)
 def test_missing_checkpoint_gives_exit_2(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    config = training.resolve([*SMALL, f"run_dir={run_dir}"])
-    training.write_config(str(run_dir / "config.yaml"), config)
+    config = resolve([*SMALL, f"run_dir={run_dir}"])
+    write_config(str(run_dir / "config.yaml"), config)
     assert train.main([f"resume={run_dir}"]) == 2
     assert "no complete checkpoint" in capsys.readouterr().err

@@ -4,10 +4,11 @@ import os
 
 import pytest
 
-from jaxrl import train
-from jaxrl.core.config import seed_ids
+from jaxrl import config_for, parse, train, validate
+from jaxrl.core.config import RESUMABLE, seed_ids, sweep_refusal
 from jaxrl.core.errors import ConfigError
-from jaxrl.run.config import PRESETS, parse, validate
+from jaxrl.core.fields import traced_names
+from jaxrl.run.overrides import PRESETS
 
 
 def test_defaults_presets_and_overrides():
@@ -129,3 +130,42 @@ def test_validate_raises_config_error_with_parts():
 def test_help(capsys):
     assert train.main(["--help"]) == 0
     assert "usage" in capsys.readouterr().out
+
+
+def test_config_for_is_the_cli_config():
+    """Research code gets the config the CLI runs: the env's preset, then the overrides."""
+    assert config_for("cartpole") == parse(["env=cartpole"])
+    config = config_for("pendulum", "algo.lr=1e-3", algo="sac", seeds=4, eval={"episodes": 3})
+    assert config == validate(parse(["env=pendulum", "algo.lr=1e-3", "algo=sac", "seeds=4", "eval.episodes=3"]))
+    assert config.algo.name == "sac" and config.num_envs == PRESETS[("Pendulum-v1", "sac")]["num_envs"]
+    with pytest.raises(ConfigError, match="unknown environment"):
+        config_for("cartpol")
+
+
+def test_field_policies_are_declared_once_and_derived():
+    """What may change on resume, what may be swept and what is traced come
+    from each field's own declaration (jaxrl.core.fields)."""
+    assert set(RESUMABLE) == {
+        "progress",
+        "plots",
+        "keep",
+        "checkpoint",
+        "logger",
+        "wandb_project",
+        "compile_cache",
+        "profile",
+        "devices",
+        "dist.coordinator",
+        "dist.num_processes",
+        "dist.process_id",
+        "dist.auto",
+        "dist.heartbeat_s",
+    }
+    assert "once" in sweep_refusal("devices") and "per environment" in sweep_refusal("env")
+    assert sweep_refusal("eval.episodes") and sweep_refusal("pbt.population") and sweep_refusal("dist.coordinator")
+    assert not sweep_refusal("num_envs") and not sweep_refusal("algo.lr") and not sweep_refusal("env.params")
+    assert "per algorithm" in sweep_refusal("algo")
+    assert traced_names(type(parse([]).algo)) == (
+        "lr", "gamma", "gae_lambda", "clip_eps", "vf_coef", "ent_coef", "max_grad_norm", "target_kl", "min_lr",
+        "max_lr", "reward_scale",
+    )  # fmt: skip

@@ -11,10 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import envs, make_train
+from jaxrl import envs, make_train, parse, validate
 from jaxrl.rl import buffers
 from jaxrl.rl.distributions import TanhGaussian, tanh_log_det
-from jaxrl.run.config import parse, validate
 from jaxrl.trainer.loop import make_batched, seed_keys
 from tests.toy_envs import ControlParams, QuadraticCost
 
@@ -181,8 +180,9 @@ def test_sac_temperature_drives_entropy_to_its_target():
 def _sac_parts(batch_size=32):
     from jaxrl.algos import sac
     from jaxrl.envs.core import Box
+    from jaxrl.nets import TwinCritic
 
-    actor, critic = sac.Actor(1, (16, 16)), sac.Critic((16, 16))
+    actor, critic = sac.Actor(1, (16, 16)), TwinCritic((16, 16))
     space = Box(low=np.array([-2.0], np.float32), high=np.array([2.0], np.float32), shape=(1,))
     keys = jax.random.split(jax.random.key(0), 8)
     obs, next_obs = jax.random.normal(keys[0], (2, batch_size, 3))
@@ -289,7 +289,7 @@ def test_ppo_tanh_stores_pre_tanh_actions_and_clips_nothing():
         )
     )
     trainer = make_train(config)
-    from jaxrl.algos import ppo
+    from jaxrl.algos import actor_critic as ppo
 
     state = trainer.init(jax.random.key(0), trainer.hparams)
     _, traj = jax.jit(

@@ -36,40 +36,10 @@ TINY = ", ".join(f'"{arg}"' for arg in CARTPOLE_TINY)
 # (page, block index) → [(original text, replacement)]; TMP is a fresh directory
 SUBSTITUTIONS: dict[tuple[str, int], list[tuple[str, str]]] = {
     # the runs of research.md at CARTPOLE_TINY (2 chunks of 16 updates)
-    ("docs/research.md", 0): [('parse(["env=cartpole"])', f'parse(["env=cartpole", {TINY}])')],
-    # the fragments of the contributing pages get what their prose says is around them
-    ("docs/contributing/algorithm.md", 0): [
-        (
-            "@dataclass(frozen=True)",
-            "from dataclasses import dataclass\nfrom typing import ClassVar\n@dataclass(frozen=True)",
-        )
-    ],
-    ("docs/contributing/algorithm.md", 1): [
-        (
-            "MY_ALGO = jaxrl.algos.Algorithm(",
-            "import jaxrl\n"
-            "from tests.test_algorithm_seam import LinearPGHParams as MyHParams, make_linear_pg as make_agent\n"
-            "my_checks = lambda config: None\n"
-            "MY_ALGO = jaxrl.algos.Algorithm(",
-        ),
-        ("jaxrl.algos.register(MY_ALGO)", "jaxrl.algos.register(MY_ALGO)\nassert 'my_algo' in jaxrl.algos.names()"),
-    ],
-    ("docs/contributing/env.md", 0): [
-        ("class MyEnv(jaxrl.envs.Env):", "import jaxrl\nclass MyEnv(jaxrl.envs.Env):"),
-        ("def __init__(self, ...):", "def __init__(self):"),
-    ],
-    ("docs/contributing/env.md", 1): [
-        (
-            "jaxrl.envs.register_backend(BACKEND)",
-            "jaxrl.envs.register_backend(BACKEND)\nassert 'MyTask-v0' in jaxrl.envs.names()",
-        ),
-    ],
-    ("docs/contributing/network.md", 0): [
-        (
-            "import jaxrl\n",
-            "import jaxrl\nfrom jaxrl.run.config import parse, validate\nconfig = validate(parse(['env=cartpole']))\n",
-        )
-    ],
+    ("docs/research.md", 0): [('config_for("cartpole")', f'config_for("cartpole", {TINY})')],
+    # the contributing pages' worked examples train through the CLI into the test's directory
+    ("docs/contributing/algorithm.md", 3): [('"num_evals=2"])', '"num_evals=2", f"runs_root={TMP}"])')],
+    ("docs/contributing/env.md", 1): [('"num_evals=2"])', '"num_evals=2", f"runs_root={TMP}"])')],
 }
 # pages whose python blocks another module runs (on what they need: a Ray cluster) → that test
 RUN_ELSEWHERE: dict[str, str] = {
@@ -77,6 +47,9 @@ RUN_ELSEWHERE: dict[str, str] = {
 }
 # what each page's namespace must hold after its blocks ran (beyond not raising)
 CHECKS: dict[str, str] = {
+    "docs/contributing/algorithm.md": "assert int(metrics.loop.episodes) > 0 and 'linear_pg' in jaxrl.algos.names()",
+    "docs/contributing/env.md": "assert 'Corridor-8' in jaxrl.envs.names()",
+    "docs/contributing/network.md": "assert metrics.eval.returns.shape[0] == 2",
     "docs/research.md": (
         "assert adv.shape == (128, 4)\n"
         "assert 'LayerNorm_0' in state.agent.params['params']['actor_torso']\n"
@@ -181,8 +154,9 @@ def _rows(table: str) -> list[list[str]]:
 
 
 def test_the_configuration_reference_lists_every_key(site):
-    from jaxrl.run.config import ALGOS, schema
+    from jaxrl.core.fields import traced_names
     from jaxrl.run.launch import LauncherConfig
+    from jaxrl.run.overrides import ALGOS, schema
 
     marked = [p for p in docs_pages() if MARKER in p.read_text()]
     assert [str(p.relative_to(DOCS)) for p in marked] == ["cli.md"]
@@ -204,7 +178,9 @@ def test_the_configuration_reference_lists_every_key(site):
             heading = re.search(rf"<h4[^>]*>.*?<code>algo={algo}</code>", raw, re.S).end()
             rows = {cells[0]: cells[-1] for cells in _rows(raw[heading:].split("</table>", 1)[0])}
             assert set(rows) == {k for k in schema(algo) if k.startswith("algo.")}, algo
-            assert {k for k, kind in rows.items() if kind == "traced"} == {f"algo.{n}" for n in ALGOS[algo].TRACED}
+            assert {k for k, kind in rows.items() if kind == "traced"} == {
+                f"algo.{n}" for n in traced_names(ALGOS[algo])
+            }
         text = _text(built)
         assert "usage: python -m jaxrl.train" in text and "usage: python -m jaxrl.sweep" in text
 
@@ -223,7 +199,7 @@ def test_descriptions_come_from_the_field_comments():
     assert env["randomize"].startswith("domain randomization: parameters drawn per env")  # the lines above it
     ppo = hooks.comments(PPOConfig)
     assert ppo["num_steps"] == "rollout length T per env per update"
-    assert "lr" not in ppo and "update_epochs" not in ppo  # a "# --- traced … ---" separator describes nothing
+    assert ppo["lr"] == "Adam step size (schedules start here)"  # a "# --- traced … ---" separator describes nothing
     assert hooks.default(dataclasses.fields(PPOConfig)[-1]) == "1.0"  # reward_scale, as the CLI takes it
     values = (True, None, (64, 64), "", 2.5e-4, 1e10)
     assert [hooks._value(v) for v in values] == ["true", "null", "[64,64]", '""', "0.00025", "1e+10"]

@@ -11,12 +11,12 @@ import json
 import jax.numpy as jnp
 import pytest
 
-from jaxrl import envs
+from jaxrl import envs, parse, validate
 from jaxrl import evaluate as evaluate_cli
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs import Backend, Discrete, Env, gymnax_env
 from jaxrl.run import training
-from jaxrl.run.config import parse, validate
+from jaxrl.run.overrides import resolve
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -144,7 +144,7 @@ def test_a_kind_known_only_once_built_is_checked_before_anything_is_written(tmp_
 
 def test_trains_and_evaluates_by_name(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    config = training.resolve(
+    config = resolve(
         [
             "env=corridor:Corridor-8",
             "seeds=2",

@@ -18,13 +18,12 @@ import pytest
 import yaml
 from flax import struct
 
-from jaxrl import envs
+from jaxrl import envs, parse
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs import Discrete, Env
 from jaxrl.envs.randomize import Randomized, parse_randomize
 from jaxrl.envs.sets import parse_sets
 from jaxrl.run import stats
-from jaxrl.run.config import parse
 from jaxrl.run.logs import scalars
 from jaxrl.trainer.loop import make_batched, make_train
 from tests.configs import records

@@ -34,9 +34,10 @@ TRAIN = r"""
 import json, sys
 from jaxrl import train
 from jaxrl.run import training
+from jaxrl.run.overrides import resolve
 args, full, parted = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 assert train.main([*args, f"run_dir={full}"]) == 0
-assert training.run(training.resolve([*args, f"run_dir={parted}"]), stop_after_chunks=1) == 0
+assert training.run(resolve([*args, f"run_dir={parted}"]), stop_after_chunks=1) == 0
 """
 
 READ = r"""

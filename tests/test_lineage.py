@@ -49,9 +49,7 @@ def test_a2c_gradient_is_ppos_at_ratio_one():
 
 
 def jaxrl_ppo_config():
-    import jaxrl
-
-    return jaxrl.PPOConfig(ent_coef=0.01)
+    return ppo.PPOConfig(ent_coef=0.01)
 
 
 def test_a2c_loss_by_hand():

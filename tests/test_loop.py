@@ -6,10 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl import envs, make_train
+from jaxrl import envs, make_train, parse, validate
 from jaxrl.nets.networks import ActorCritic
 from jaxrl.run.checkpoint import keys_to_data
-from jaxrl.run.config import parse, validate
 from jaxrl.trainer.loop import make_batched, seed_keys
 from tests.configs import CARTPOLE_TINY
 from tests.toy_envs import ConstantReward, CountingEnv, Params
@@ -82,8 +81,8 @@ def test_episode_statistics_count_only_completed_episodes():
     returns, counts = [], []
     for _ in range(2):
         state, m = jax.jit(trainer.update)(state, trainer.hparams)
-        returns.append(float(m.episode_return_sum))
-        counts.append(int(m.episodes))
+        returns.append(float(m.loop.episode_return_sum))
+        counts.append(int(m.loop.episodes))
     # update 1: steps 1..8 per env → episodes end at 3 and 6 (2 per env); the partial one is not counted
     # update 2: steps 9..16 → ends at 9, 12, 15 (3 per env)
     assert counts == [4, 6]
@@ -179,9 +178,11 @@ def test_progress_reports_every_k_updates_with_summed_episode_statistics():
     expected = sorted({u for u in range(3, updates + 1, 3)} | {updates})
     assert [int(c.update) for c in calls] == expected
     # nothing lost between reports: the sums over the reports are the chunk's sums
-    np.testing.assert_array_equal(sum(np.asarray(c.episodes) for c in calls), np.asarray(m.updates.episodes).sum(1))
+    np.testing.assert_array_equal(
+        sum(np.asarray(c.episodes) for c in calls), np.asarray(m.updates.loop.episodes).sum(1)
+    )
     np.testing.assert_allclose(
         sum(np.asarray(c.episode_return_sum) for c in calls),
-        np.asarray(m.updates.episode_return_sum).sum(1),
+        np.asarray(m.updates.loop.episode_return_sum).sum(1),
         rtol=1e-5,
     )

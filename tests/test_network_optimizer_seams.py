@@ -16,11 +16,10 @@ import optax
 import pytest
 
 import jaxrl
-from jaxrl import evaluate, train
+from jaxrl import evaluate, parse, train, validate
 from jaxrl.algos import ppo
 from jaxrl.nets import networks
 from jaxrl.rl import optim
-from jaxrl.run.config import parse, validate
 from tests.configs import CARTPOLE_TINY
 
 
@@ -65,7 +64,7 @@ def test_a_user_torso_and_optax_adamw_train_ppo():
     # adamw's state (per leaf, with weight decay), not jaxrl's raveled default
     adam = [s for s in jax.tree.leaves(states.agent.opt_state, is_leaf=lambda s: hasattr(s, "mu"))]
     assert any(hasattr(s, "mu") and isinstance(s.mu, dict) for s in adam)
-    assert bool(np.all(np.asarray(metrics.updates.finite)))
+    assert bool(np.all(np.asarray(metrics.updates.loop.finite)))
 
 
 def test_a_user_optimizer_still_takes_the_traced_learning_rate():
@@ -87,7 +86,7 @@ def test_one_ppo_step_with_adamw_equals_optax_by_hand():
     trainer = jaxrl.make_train(config, network=LayerNormTorso())
     agent, hp, algo = trainer.agent, trainer.hparams, config.algo
     state = agent.init(jax.random.key(0), hp)
-    _, _, prepared = agent.phases[1][1](state, hp)
+    prepared = agent.phases[1][1](state, hp)  # the rollout, then its advantages
     batch = jax.tree.map(lambda x: x[:64], prepared.batch)
     lr, max_norm = jnp.float32(3e-3), jnp.float32(0.05)  # a bound that clips
     hp = hp.replace(max_grad_norm=max_norm)
@@ -115,7 +114,7 @@ def test_sac_takes_a_user_torso_for_actor_and_both_critics():
     assert "actor_torso" in actor and {"q0_torso", "q1_torso"} <= set(critic)
     assert critic["q0_torso"]["Dense_0"]["kernel"].shape == (3 + 1, 8)  # [obs, action] in
     state, metrics = jax.jit(trainer.update)(state, trainer.hparams)
-    assert bool(metrics.finite)
+    assert bool(metrics.loop.finite)
 
 
 def test_a_registered_torso_is_chosen_by_name_from_the_cli(registered, tmp_path, capsys):

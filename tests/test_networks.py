@@ -110,7 +110,7 @@ def test_vmapped_network_has_no_batched_dot_over_a_few_features():
     features costs as much as a 64-wide layer. The vmapped forward and
     backward of an actor-critic on a 4-feature observation with 2 actions
     must contain none (the first layer and the policy head's ∂x are the ones)."""
-    net = ActorCritic(action_dim=2, discrete=True)
+    net = ActorCritic(action_dim=2, discrete=True, perf=True)
     obs = jax.random.normal(jax.random.key(5), (4, 16, 4))
     params = jax.vmap(net.init)(jax.random.split(jax.random.key(6), 4), obs)
 
@@ -131,7 +131,7 @@ def test_one_output_kernel_gradient_is_a_column_sum_not_a_product(members):
     matrix-vector loop that re-evaluates the cotangent's producers per kernel
     row, so the backward must contain no product with one output column
     (the 64-wide ∂x and ∂W products stay)."""
-    head = networks.dense(1, 1.0)
+    head = networks.dense(1, 1.0, perf=True)
     x = jax.random.normal(jax.random.key(7), (16, 64))
     params = head.init(jax.random.key(8), x)
 
@@ -148,20 +148,39 @@ def test_one_output_kernel_gradient_is_a_column_sum_not_a_product(members):
     assert not [s for s in outs if s[-2:] == (64, 1)], outs
 
 
-def test_switching_the_backward_off_changes_nothing_but_the_program(monkeypatch):
-    net = ActorCritic(action_dim=2, discrete=True)
+def test_the_kernels_change_nothing_but_the_program():
+    """The same parameters give the same gradients through jaxrl's XLA:CPU
+    product (``perf=True``), through ``lax.dot_general`` itself (the library
+    default, ``perf=False``) and through the plain backward layout
+    (:func:`jaxrl.perf.dense.make_dot_general`)."""
+    net = ActorCritic(action_dim=2, discrete=True, perf=True)
     obs = jax.random.normal(jax.random.key(2), (16, 4))
     params = net.init(jax.random.key(3), obs)
 
-    def grads():
-        return jax.grad(lambda p: sum(jnp.sum(o**2) for o in net.apply(p, obs)))(params)
+    def grads(module):
+        return jax.jit(jax.grad(lambda p: sum(jnp.sum(o**2) for o in module.apply(p, obs))))(params)
 
-    ours = jax.jit(grads)()
-    monkeypatch.setattr(dense_kernels, "TRANSPOSED_BACKWARD", False)
-    ref = jax.jit(grads)()
-    assert jax.tree.structure(ours) == jax.tree.structure(ref)
-    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(ref), strict=True):
+    ours, plain = grads(net), grads(net.clone(perf=False))
+    x, w = obs, params["params"]["actor_torso"]["Dense_0"]["kernel"]
+    untransposed = jax.grad(lambda w: jnp.sum(dense_kernels.make_dot_general(False)(x, w, _dims(x)) ** 2))(w)
+    transposed = jax.grad(lambda w: jnp.sum(dense_dot_general(x, w, _dims(x)) ** 2))(w)
+    np.testing.assert_allclose(np.asarray(untransposed), np.asarray(transposed), rtol=1e-5, atol=1e-6)
+    assert jax.tree.structure(ours) == jax.tree.structure(plain)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(plain), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_library_networks_are_plain_flax_by_default():
+    """Built outside make_train, a network is plain flax: forward-mode
+    autodiff (which jaxrl's custom-VJP product does not have) goes through it."""
+    net = ActorCritic(action_dim=2, discrete=True)
+    obs = jnp.ones((3, 4))
+    params = net.init(jax.random.key(0), obs)
+    tangent = jax.tree.map(jnp.ones_like, params)
+    _, out = jax.jvp(lambda p: net.apply(p, obs)[1], (params,), (tangent,))
+    assert out.shape == (3,)
+    with pytest.raises(TypeError):  # the XLA:CPU product has no JVP rule
+        jax.jvp(lambda p: net.clone(perf=True).apply(p, obs)[1], (params,), (tangent,))
 
 
 def test_parameter_names_are_flax_dense_names():
@@ -179,13 +198,14 @@ def _kernels(params):
 
 @pytest.mark.parametrize("which", ["actor_critic", "sac"])
 def test_init_params_has_module_inits_structure_constants_and_orthogonal_kernels(which):
-    from jaxrl.algos.sac import Actor, Critic
+    from jaxrl.algos.sac import Actor
+    from jaxrl.nets import TwinCritic
 
     obs = jnp.zeros((1, 3))
     if which == "actor_critic":
         calls = [(ActorCritic(2, discrete=False, hidden_sizes=(16, 16), log_std_init=-0.5), obs)]
     else:
-        calls = [(Actor(2, (16, 16)), obs), (Critic((16, 16)), obs, jnp.zeros((1, 2)))]
+        calls = [(Actor(2, (16, 16)), obs), (TwinCritic((16, 16)), obs, jnp.zeros((1, 2)))]
     ours = dense_kernels.init_many(jax.random.key(0), *calls)
     for params, (module, *example) in zip(ours, calls, strict=True):
         ref = module.init(jax.random.key(0), *example)
@@ -198,7 +218,7 @@ def test_init_params_has_module_inits_structure_constants_and_orthogonal_kernels
                 assert np.all(np.asarray(leaf) == 0.0)
             if name == "log_std":
                 np.testing.assert_array_equal(leaf, np.full((2,), -0.5, np.float32))
-        head_gain = 1.0 if isinstance(module, Critic) else 0.01  # SAC heads; ActorCritic's by name
+        head_gain = 1.0 if isinstance(module, TwinCritic) else 0.01  # SAC heads; ActorCritic's by name
         for name, k in _kernels(params).items():
             if "MLP" in name or "torso" in name:
                 gain = np.sqrt(2.0)

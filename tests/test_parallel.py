@@ -142,14 +142,12 @@ def test_layouts_shard_the_right_axes():
     import jax
     from jax.sharding import PartitionSpec as P
 
-    from jaxrl.run import parallel
-    from jaxrl.run.config import parse, validate
-    from jaxrl.run.driver import build
-    from jaxrl.run.training import job_for
-    from jaxrl.trainer.loop import make_train
+    from jaxrl import parse, validate
+    from jaxrl.run import parallel, program
+    from jaxrl.run.spec import prepare
 
     config = validate(parse([*TINY, "seeds=2"]))
-    _, _, _, abstract = build(job_for(config, "/unused", False), make_train(config))
+    abstract = program.build(prepare(config, "/unused", layout=False)).abstract
     mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]), (parallel.AXIS,))
     seeds = parallel.carry_shardings(parallel.Plan(mesh, "seeds"), abstract)
     data = parallel.carry_shardings(parallel.Plan(mesh, "data"), abstract, ("env_state", "obs", "discounted_return"))

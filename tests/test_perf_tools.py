@@ -159,10 +159,12 @@ def test_cache_dir_resolution(monkeypatch, tmp_path):
     assert a != b and a.startswith(os.uname().machine) and a == platform.host_key("model\nflags : fpu sse2 avx2")
     assert platform.cache_dir("off") is None
     assert platform.cache_dir(str(tmp_path / "x")) == str(tmp_path / "x")
-    monkeypatch.setenv("JAXRL_COMPILE_CACHE", "off")
-    assert platform.cache_dir("auto") is None
+    # $JAXRL_COMPILE_CACHE is read once, where a command starts (the process settings), and passed down
+    assert platform.cache_dir("auto", "off") is None
+    assert platform.cache_dir("auto", str(tmp_path / "y")) == str(tmp_path / "y")
     monkeypatch.setenv("JAXRL_COMPILE_CACHE", str(tmp_path / "y"))
-    assert platform.cache_dir("auto") == str(tmp_path / "y")
+    assert platform.process_settings().compile_cache == str(tmp_path / "y")
+    assert platform.cache_dir("auto") == os.path.join(str(tmp_path), "jaxrl", "xla", platform.host_key())
 
 
 def test_second_launch_loads_the_cached_programs(tmp_path):
@@ -194,7 +196,7 @@ def test_second_launch_loads_the_cached_programs(tmp_path):
         assert "return mean" in proc.stderr  # the live line, fed once per chunk
         outs.append(proc)
     stored = [f for f in os.listdir(cache) if f.endswith("-cache")]
-    assert any(f.startswith("jit_program") for f in stored), stored
+    assert any(f.startswith("jit_step") for f in stored), stored
     hits = outs[1].stdout.count("Persistent compilation cache hit")
     assert hits >= 2, outs[1].stdout[-3000:]  # init and the chunk program at least
     first = json.loads((tmp_path / "first" / "summary.json").read_text())["final_eval_return"]

@@ -5,13 +5,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl.algos import actor_critic as ac
 from jaxrl.algos import ppo
+from jaxrl.algos.actor_critic import ADAM_EPS
+from jaxrl.algos.onpolicy import explained_variance
 from jaxrl.algos.ppo import PPOConfig
 from jaxrl.perf import shuffle
+from jaxrl.rl import optim
 
 
 def hparams(**kw):
-    return ppo.PPOHParams.from_config(PPOConfig(**kw))
+    return ppo.HParams.from_config(PPOConfig(**kw))
+
+
+def init_optimizer(params):
+    return optim.init(params, ADAM_EPS)
 
 
 def make_batch(old_log_prob, value, advantage, target):
@@ -78,7 +86,7 @@ def test_advantage_normalization_per_minibatch():
 def _tiny_network():
     from jaxrl.nets.networks import ActorCritic
 
-    return ActorCritic(action_dim=3, discrete=True, hidden_sizes=(8,))
+    return ActorCritic(action_dim=3, discrete=True, hidden_sizes=(8,), perf=True)  # the XLA:CPU shuffle, as below
 
 
 def test_sgd_step_clips_global_norm_and_applies_lr():
@@ -94,7 +102,7 @@ def test_sgd_step_clips_global_norm_and_applies_lr():
     )
     algo = PPOConfig(lr_schedule="constant")
     hp = hparams(max_grad_norm=0.5)
-    out = ppo.sgd_step(params, ppo.init_optimizer(params), jnp.float32(1e-3), batch, hp, net, algo)
+    out = ppo.sgd_step(params, init_optimizer(params), jnp.float32(1e-3), batch, hp, net, algo)
     assert float(out.grad_norm) > 0.5  # the raw gradient was large
     # First Adam step moves every parameter by ≈ lr·sign(g) (bias-corrected m/√v = ±1).
     deltas = jax.tree.map(lambda a, b: jnp.abs(a - b), out.params, params)
@@ -106,7 +114,7 @@ def test_sgd_step_clips_global_norm_and_applies_lr():
 
 @pytest.mark.parametrize("normalize", [True, False])
 def test_learn_equals_a_plain_loop_over_shuffled_minibatches(normalize):
-    """``learn`` against a Python loop: per epoch the key split and the
+    """``sgd_epochs`` against a Python loop: per epoch the key split and the
     permutation, each minibatch's rows gathered with NumPy, its advantages
     normalized over those rows, then one ``sgd_step`` — same rows, same order."""
     net, n, n_mb, epochs = _tiny_network(), 24, 3, 2
@@ -122,8 +130,8 @@ def test_learn_equals_a_plain_loop_over_shuffled_minibatches(normalize):
     )
     algo = PPOConfig(update_epochs=epochs, num_minibatches=n_mb, lr_schedule="constant", normalize_advantages=normalize)
     hp, lr, key = hparams(), jnp.float32(3e-3), jax.random.key(11)
-    opt = ppo.init_optimizer(params)
-    out = jax.jit(lambda p, o, b, k: ppo.learn(p, o, lr, b, k, hp, net, algo))(params, opt, batch, key)
+    opt = init_optimizer(params)
+    out = jax.jit(lambda p, o, b, k: ppo.sgd_epochs(p, o, lr, b, k, hp, net, algo))(params, opt, batch, key)
 
     step = jax.jit(lambda p, o, mb: ppo.sgd_step(p, o, lr, mb, hp, net, algo, advantages_normalized=True))
     host = jax.tree.map(np.asarray, batch)
@@ -167,20 +175,20 @@ def test_adaptive_lr_rule(kl, lr, expected, monkeypatch):
     )
     algo = PPOConfig(lr_schedule="adaptive")
     hp = hparams(target_kl=0.01, min_lr=1e-6, max_lr=1e-2)
-    out = ppo.sgd_step(params, ppo.init_optimizer(params), jnp.float32(lr), batch, hp, net, algo)
+    out = ppo.sgd_step(params, init_optimizer(params), jnp.float32(lr), batch, hp, net, algo)
     assert float(out.lr) == pytest.approx(expected, rel=1e-5)
 
 
 def test_explained_variance():
     targets = jnp.array([1.0, 2.0, 3.0, 4.0])
-    assert float(ppo.explained_variance(targets, targets)) == pytest.approx(1.0)
-    assert float(ppo.explained_variance(jnp.zeros(4) + targets.mean(), targets)) == pytest.approx(0.0, abs=1e-6)
-    assert float(ppo.explained_variance(jnp.zeros(4), jnp.ones(4))) == 0.0
+    assert float(explained_variance(targets, targets)) == pytest.approx(1.0)
+    assert float(explained_variance(jnp.zeros(4) + targets.mean(), targets)) == pytest.approx(0.0, abs=1e-6)
+    assert float(explained_variance(jnp.zeros(4), jnp.ones(4))) == 0.0
 
 
 def _small_cartpole():
     """Config and trainer of a one-seed CartPole run: 3 envs × 32 steps, normalized observations."""
-    from jaxrl.run.config import parse, validate
+    from jaxrl import parse, validate
     from jaxrl.trainer.loop import make_train
 
     config = validate(
@@ -209,21 +217,21 @@ def test_rollout_next_values_match_a_full_pass_over_final_obs(limit):
     assert trainer.env.truncation_period(params) == limit  # so the rollout takes the compact path
     state = trainer.init(jax.random.key(1), trainer.hparams).agent
     network = trainer.agent.network
-    state, traj = jax.jit(lambda s: ppo.rollout(s, trainer.env, params, network, config.algo))(state)
+    state, traj = jax.jit(lambda s: ac.rollout(s, trainer.env, params, network, config.algo))(state)
     truncated, terminated = np.asarray(traj.truncated), np.asarray(traj.terminated)
     if limit == 4:  # as many truncations as slots (⌈32/4⌉): every slot used
         assert truncated.sum(axis=0).max() == 8
     else:  # some env's last step did not end an episode: its value is V(s_T)
         assert not (truncated[-1] | terminated[-1]).all()
-    oracle = ppo._value(
+    oracle = ac.value_of(
         state,
-        network.apply(state.params, ppo.prepare_obs(state, traj.final_obs, config.algo), method="value"),
+        network.apply(state.params, ac.prepare_obs(state, traj.final_obs, config.algo), method="value"),
         config.algo,
     )
     used = ~terminated
     np.testing.assert_allclose(np.asarray(traj.next_value)[used], np.asarray(oracle)[used], rtol=1e-5, atol=1e-5)
     # and the compact path is what ran: without a period the rollout gives the same numbers
-    full = jax.jit(lambda s: ppo.rollout(s, _NoPeriod(trainer.env), params, network, config.algo))(
+    full = jax.jit(lambda s: ac.rollout(s, _NoPeriod(trainer.env), params, network, config.algo))(
         trainer.init(jax.random.key(1), trainer.hparams).agent
     )[1]
     np.testing.assert_allclose(
@@ -238,9 +246,9 @@ def test_rollout_log_probs_are_the_behaviour_policys():
     config, trainer = _small_cartpole()
     state = trainer.init(jax.random.key(2), trainer.hparams).agent
     network = trainer.agent.network
-    _, traj = jax.jit(lambda s: ppo.rollout(s, trainer.env, trainer.env.default_params, network, config.algo))(state)
+    _, traj = jax.jit(lambda s: ac.rollout(s, trainer.env, trainer.env.default_params, network, config.algo))(state)
     logits = np.asarray(
-        network.apply(state.params, ppo.prepare_obs(state, traj.obs, config.algo), method="policy"), np.float64
+        network.apply(state.params, ac.prepare_obs(state, traj.obs, config.algo), method="policy"), np.float64
     )
     log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     action = np.asarray(traj.action)

@@ -13,11 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import make_train
+from jaxrl import make_train, parse
 from jaxrl.algos import dqn, td3
 from jaxrl.rl import buffers
 from jaxrl.rl.qlearning import epsilon_greedy, linear_epsilon, n_step_return, q_lambda, q_target
-from jaxrl.run.config import parse
 
 # --- Q(λ) ------------------------------------------------------------------------
 

@@ -129,8 +129,7 @@ def test_step_drawn_equals_step_and_the_dynamics_use_the_episodes_parameters(car
 def test_a_randomized_env_trains_through_the_env_seam(randomized):
     """make_train(config, env=Randomized(...)): the rollout, the learner and the
     in-program evaluation run on per-episode parameters."""
-    from jaxrl import make_train
-    from jaxrl.run.config import parse
+    from jaxrl import make_train, parse
 
     config = parse(["env=cartpole", "total_timesteps=2048", "num_envs=4", "num_evals=1", "eval.episodes=4"])
     trainer = make_train(config, env=randomized)
@@ -146,8 +145,7 @@ def test_heldout_settings_are_evaluated_exactly_on_a_randomized_run():
     same policy state evaluated under length=1.5 on a run randomized over
     length=choice(0.5) equals the nominal run's evaluation under length=1.5 —
     and differs from the randomized distribution's own evaluation."""
-    from jaxrl import make_train
-    from jaxrl.run.config import parse
+    from jaxrl import make_train, parse
 
     args = ["env=cartpole", "total_timesteps=2048", "num_envs=4", "num_evals=1", "eval.episodes=8"]
     nominal = make_train(parse(args))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from jaxrl import envs
+from jaxrl.algos import actor_critic as ac
 from jaxrl.algos import ppo
 from jaxrl.algos.ppo import PPOConfig
 
@@ -20,9 +21,9 @@ def setup(network: str, num_steps: int = T, num_envs: int = M, max_steps: int | 
     env_params = env.default_params
     if max_steps is not None:
         env_params = envs.with_params(env, max_steps_in_episode=max_steps)
-    net = ppo.make_network(algo, env, perf=False)
-    hp = ppo.PPOHParams.from_config(algo)
-    state = ppo.init_state(jax.random.key(0), hp, env, env_params, net, num_envs)
+    net = ac.make_network(algo, env, perf=False)
+    hp = ppo.HParams.from_config(algo)
+    state = ac.init_state(jax.random.key(0), hp, env, env_params, net, num_envs)
     return algo, env, env_params, net, hp, state
 
 
@@ -38,7 +39,7 @@ def loop_features(net, params, carry, obs, reset):
     return jnp.stack([jnp.stack(row) for row in out])
 
 
-def loop_loss(params, net, seq: ppo.SequenceBatch, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01):
+def loop_loss(params, net, seq: ac.SequenceBatch, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01):
     """PPO's clipped loss written out from per-step logits and values of the plain loop."""
     features = loop_features(net, params, seq.carry, seq.batch.obs, seq.reset)
     logits = net.apply(params, features, method="policy_from")
@@ -60,7 +61,7 @@ def test_sequence_loss_and_gradients_equal_a_plain_loop(network):
     algo, env, _, net, hp, state = setup(network)
     keys = jax.random.split(jax.random.key(1), 8)
     reset = jax.random.bernoulli(keys[0], 0.3, (T, M)).at[0].set(False)
-    batch = ppo.Batch(
+    batch = ac.Batch(
         obs=jax.random.normal(keys[1], (T, M, 4)),
         action=jax.random.randint(keys[2], (T, M), 0, 2),
         log_prob=-jax.random.uniform(keys[3], (T, M), minval=0.3, maxval=1.0),
@@ -68,7 +69,7 @@ def test_sequence_loss_and_gradients_equal_a_plain_loop(network):
         advantage=jax.random.normal(keys[5], (T, M)),
         target=jax.random.normal(keys[6], (T, M)),
     )
-    seq = ppo.SequenceBatch(batch, jax.random.normal(keys[7], (M, net.carry_size)), reset)
+    seq = ac.SequenceBatch(batch, jax.random.normal(keys[7], (M, net.carry_size)), reset)
     (loss, _), grads = jax.jit(jax.value_and_grad(lambda p: ppo.ppo_loss(p, net, seq, hp), has_aux=True))(state.params)
     ref_loss, ref_grads = jax.value_and_grad(loop_loss)(
         state.params, net, seq, float(hp.clip_eps), float(hp.vf_coef), float(hp.ent_coef)
@@ -86,7 +87,7 @@ def test_sequence_loss_and_gradients_equal_a_plain_loop(network):
 def test_rollout_resets_the_carry_at_every_episode_end_and_never_across_envs_or_seeds():
     # 60 steps with a 16-step time limit: truncations, and CartPole's terminations
     algo, env, env_params, net, hp, state = setup("gru", num_steps=60, max_steps=16)
-    rollout = jax.jit(lambda s: ppo.rollout_recurrent(s, env, env_params, net, algo))
+    rollout = jax.jit(lambda s: ac.rollout_recurrent(s, env, env_params, net, algo))
     state, _ = rollout(state)  # the second rollout starts mid-episode from a non-zero carry
     start_carry = state.carry
     assert float(jnp.abs(start_carry).max()) > 0
@@ -103,10 +104,10 @@ def test_rollout_resets_the_carry_at_every_episode_end_and_never_across_envs_or_
     last_done = done[-1]
     assert np.all(np.asarray(after.carry)[last_done] == 0) and np.all(np.abs(np.asarray(after.carry)[~last_done]) > 0)
     # two seeds vmapped: each equals its own rollout
-    other = ppo.init_state(jax.random.key(5), hp, env, env_params, net, M)
+    other = ac.init_state(jax.random.key(5), hp, env, env_params, net, M)
     other, _ = rollout(other)
     both = jax.tree.map(lambda a, b: jnp.stack([a, b]), state, other)
-    _, trajs = jax.jit(jax.vmap(lambda s: ppo.rollout_recurrent(s, env, env_params, net, algo)))(both)
+    _, trajs = jax.jit(jax.vmap(lambda s: ac.rollout_recurrent(s, env, env_params, net, algo)))(both)
     _, traj_other = rollout(other)
     np.testing.assert_allclose(trajs.log_prob[0], traj.log_prob, atol=1e-5)
     np.testing.assert_allclose(trajs.log_prob[1], traj_other.log_prob, atol=1e-5)
@@ -114,7 +115,7 @@ def test_rollout_resets_the_carry_at_every_episode_end_and_never_across_envs_or_
 
 def test_truncation_bootstraps_from_the_pre_reset_carry():
     algo, env, env_params, net, hp, state = setup("gru", num_steps=20, max_steps=5)
-    rollout = jax.jit(lambda s: ppo.rollout_recurrent(s, env, env_params, net, algo))
+    rollout = jax.jit(lambda s: ac.rollout_recurrent(s, env, env_params, net, algo))
     state, _ = rollout(state)
     start = state.carry
     state, traj = rollout(state)

@@ -8,6 +8,7 @@ import pytest
 
 from jaxrl import sweep, train
 from jaxrl.run import training
+from jaxrl.run.overrides import resolve
 from tests.configs import data_parallel_matches_one_device, records
 
 GRU = [
@@ -48,7 +49,7 @@ CNN = [
 def test_resume_equals_uninterrupted(args, tmp_path):
     full, parted = tmp_path / "full", tmp_path / "parted"
     assert train.main([*args, f"run_dir={full}"]) == 0
-    config = training.resolve([*args, f"run_dir={parted}"])
+    config = resolve([*args, f"run_dir={parted}"])
     assert training.run(config, stop_after_chunks=1) == 0
     assert train.main([f"resume={parted}"]) == 0
     a = json.loads((full / "summary.json").read_text())

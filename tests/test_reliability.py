@@ -13,9 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import train
+from jaxrl import algos, train
 from jaxrl.rl import normalize
-from jaxrl.run import driver, training
+from jaxrl.run import training
+from jaxrl.run.overrides import resolve
+from jaxrl.run.records import update_records
 from tests.toy_envs import HalfPoisoned, PoisonedReward
 
 ENV = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.getcwd())
@@ -240,8 +242,8 @@ def test_failing_neighbour_does_not_touch_a_healthy_seed():
     """A member whose hyperparameters blow up (lr = inf) freezes at its last
     finite state; its neighbour gives bitwise the numbers it gives beside a
     healthy member."""
+    from jaxrl import parse, validate
     from jaxrl.run.checkpoint import keys_to_data
-    from jaxrl.run.config import parse, validate
     from jaxrl.trainer.loop import make_train
 
     config = validate(parse([*SMALL, "seeds=1"]))
@@ -292,9 +294,10 @@ def test_env_step_counts_beyond_2_pow_31_are_exact():
     from jaxrl.algos.ppo import UpdateMetrics
 
     u = 2**31 // 256 + 5  # updates × 256 steps > 2^31
-    fields = {name: np.zeros((1, 2)) for name in UpdateMetrics._fields}
-    recs = driver.update_records(UpdateMetrics(**fields), chunk=0, first_update=u, steps_per_update=256)
-    assert recs[-1]["env_steps"] == (u + 2) * 256 > 2**31
+    fields = {name: np.zeros((1, 2)) for name in UpdateMetrics._fields if name != "loop"}
+    loop = algos.LoopMetrics(*(np.zeros((1, 2)) for _ in algos.LOOP_METRICS))
+    recs = update_records(UpdateMetrics(loop=loop, **fields), chunk=0, first_update=u, steps_per_update=256)
+    assert recs[-1].env_steps == (u + 2) * 256 > 2**31
 
 
 # --- determinism ----------------------------------------------------------
@@ -320,7 +323,7 @@ SMALL_SAC = [
 
 @pytest.mark.parametrize("small", [SMALL, SMALL_SAC], ids=["ppo", "sac"])
 def test_no_prng_key_reuse(small):
-    from jaxrl.run.config import parse, validate
+    from jaxrl import parse, validate
     from jaxrl.trainer.loop import make_batched, make_train, seed_keys
 
     config = validate(parse([*small, "algo.normalize_obs=true"]))
@@ -337,7 +340,7 @@ def test_no_prng_key_reuse(small):
 
 def test_checkpoint_from_another_version_is_refused(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    config = training.resolve([*SMALL, f"run_dir={run_dir}", "progress=false"])
+    config = resolve([*SMALL, f"run_dir={run_dir}", "progress=false"])
     assert training.run(config, stop_after_chunks=1) == 0
     meta = run_dir / "checkpoints" / "1" / "meta" / "metadata"
     if not meta.exists():  # orbax's JSON item file name

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl.run.config import parse, validate
+from jaxrl import parse, validate
 from jaxrl.trainer.loop import make_batched, make_train, seed_keys
 
 SHAPES = [

@@ -8,12 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import algos, envs, report, sweep, train
+from jaxrl import algos, envs, parse, report, sweep, train, validate
 from jaxrl.core.config import PBTConfig
 from jaxrl.core.errors import ConfigError
-from jaxrl.run import driver, stats, sweeping, training
+from jaxrl.run import stats, sweeping
 from jaxrl.run.checkpoint import keys_to_data
-from jaxrl.run.config import parse, validate
+from jaxrl.run.policy import open_run
+from jaxrl.run.spec import members_of, parse_perturb
 from jaxrl.trainer import pbt
 from tests.configs import BITWISE_ACROSS_MEMBER_COUNTS, CARTPOLE_TINY
 
@@ -36,17 +37,14 @@ def test_sweep_member_equals_configuration_run_alone(tmp_path):
     assert len(records) == 2 and all("episode_return" in r for r in records)  # strided: one record per chunk
     with open(group / "metrics.jsonl") as f:
         assert all('"update"' not in line.split(",")[0] for line in f)
-    job = sweeping.job_for(sweeping.plan([*BASE, "algo.lr=1e-3,3e-3"]), [0, 1], str(group), True)
-    carry = driver.load_carry(job, envs.make("cartpole")).state
+    carry = open_run(str(group)).carry
     for c, lr in enumerate(("1e-3", "3e-3")):
         alone = tmp_path / f"alone-{c}"
         assert train.main([*BASE, f"algo.lr={lr}", f"run_dir={alone}"]) == 0
         members = slice(8 * c, 8 * c + 8)
         for mine, theirs in zip(evals(alone), records, strict=True):
             assert mine["eval_return"] == theirs["eval_return"][members]
-        carry_alone = driver.load_carry(
-            training.job_for(validate(parse([*BASE, f"algo.lr={lr}"])), str(alone), True), envs.make("cartpole")
-        ).state
+        carry_alone = open_run(str(alone)).carry
         for x, y in zip(
             jax.tree.leaves(keys_to_data(carry_alone.states)), jax.tree.leaves(keys_to_data(carry.states)), strict=True
         ):
@@ -132,13 +130,13 @@ def test_stratified_bootstrap_keeps_strata_sizes():
 
 def _toy_population(p=8):
     config = validate(parse([*BASE, f"pbt.population={p}"]))
-    job = training.job_for(config, "/nonexistent", False)
+    members = members_of(config)
     from jaxrl.trainer.loop import make_batched, make_train
 
     trainer = make_train(config)
     init_b, _ = make_batched(trainer, hparams_batched=True)
     keys = jax.vmap(jax.random.key)(jnp.arange(p, dtype=jnp.uint32))
-    return config, jax.jit(init_b)(keys, job.hparams), job.hparams
+    return config, jax.jit(init_b)(keys, members.hparams), members.hparams
 
 
 def test_pbt_exploit_copies_exactly_and_explore_stays_in_bounds():
@@ -188,7 +186,7 @@ def test_pbt_lineage():
 
 def test_perturb_parsing_and_derived_parameters():
     env = envs.make("cartpole")
-    settings = driver.parse_perturb("length=0.25,0.5 gravity=9.8,12", env)
+    settings = parse_perturb("length=0.25,0.5 gravity=9.8,12", env)
     assert settings == [
         {"length": 0.25, "gravity": 9.8},
         {"length": 0.25, "gravity": 12.0},
@@ -198,9 +196,9 @@ def test_perturb_parsing_and_derived_parameters():
     params = envs.with_params(env, length=0.25)
     assert float(params.polemass_length) == pytest.approx(0.1 * 0.25)
     with pytest.raises(ConfigError, match="lenght.*parameters: .*length"):
-        driver.parse_perturb("lenght=1", env)
+        parse_perturb("lenght=1", env)
     with pytest.raises(ConfigError, match="must be numbers"):
-        driver.parse_perturb("length=long", env)
+        parse_perturb("length=long", env)
 
 
 def test_heldout_evaluation_in_the_summary(tmp_path, capsys):

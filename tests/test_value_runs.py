@@ -13,6 +13,7 @@ import pytest
 
 from jaxrl import sweep, train
 from jaxrl.run import training
+from jaxrl.run.overrides import resolve
 from tests.configs import data_parallel_matches_one_device, records
 
 COMMON = ["seeds=2", "num_evals=3", "eval.episodes=2", "plots=false", "progress=false", "algo.hidden_sizes=[16]"]
@@ -62,7 +63,7 @@ def test_resume_equals_uninterrupted(algo, tmp_path):
     args = RUNS[algo]
     full, parted = tmp_path / "full", tmp_path / "parted"
     assert train.main([*args, f"run_dir={full}"]) == 0
-    config = training.resolve([*args, f"run_dir={parted}"])
+    config = resolve([*args, f"run_dir={parted}"])
     assert training.run(config, stop_after_chunks=1) == 0
     assert train.main([f"resume={parted}"]) == 0
     a = json.loads((full / "summary.json").read_text())

@@ -30,10 +30,10 @@ import jax
 import jax.numpy as jnp
 from peers import PUREJAXRL_CARTPOLE  # experiments/bench/peers.py
 
+from jaxrl import parse, validate
 from jaxrl.algos.ppo import rollout, truncation_slots
 from jaxrl.envs.core import random_steps
 from jaxrl.perf.platform import compiler_options
-from jaxrl.run.config import parse, validate
 from jaxrl.run.profile import median_seconds
 from jaxrl.trainer.loop import make_train
 

@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
+from jaxrl import parse, validate  # noqa: E402
 from jaxrl.perf.platform import compiler_options  # noqa: E402
-from jaxrl.run.config import parse, validate  # noqa: E402
 from jaxrl.trainer.loop import make_batched, make_train, seed_keys  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "bench_donation.json")

@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl import parse, validate
 from jaxrl.perf.platform import compiler_options
-from jaxrl.run.config import parse, validate
 from jaxrl.trainer.loop import make_train
 
 OUT = "experiments/results/generalization.json"

@@ -16,7 +16,7 @@ and the Dense layers' transposed backward do.
 3. The whole training program of PPO CartPole (1 and 16 seeds) and of SAC
    Pendulum at ``peers.py``'s settings (1 and 4 seeds), each compiled twice in
    the same process: with the Dense layers' kernel gradient as ``xᵀ @ g``
-   (``jaxrl.perf.dense.TRANSPOSED_BACKWARD``, the default) and with
+   (``jaxrl.perf.dense.dense_dot_general``, the default) and with
    ``lax.dot_general``'s own backward; the runs alternate, 3 each, and the
    median env-steps/s of each and their ratio are printed.
 
@@ -29,7 +29,7 @@ and the Dense layers' transposed backward do.
 
 Only public pieces are used, so parts 1–2 also run against older jaxrl
 checkouts (``PYTHONPATH=OLD_CHECKOUT``; part 2 needs ``compiler_options``,
-part 3 ``TRANSPOSED_BACKWARD`` and ``jaxrl.run.profile.round_robin_seconds``).
+part 3 ``jaxrl.perf.dense.make_dot_general`` and ``jaxrl.run.profile.round_robin_seconds``).
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ import optax
 from jax.flatten_util import ravel_pytree
 from peers import PUREJAXRL_CARTPOLE, SAC_PENDULUM  # experiments/bench/peers.py
 
+from jaxrl import parse, validate
 from jaxrl.algos import ppo
 from jaxrl.perf.platform import compiler_options
 from jaxrl.rl import optim
-from jaxrl.run.config import parse, validate
 from jaxrl.run.profile import median_seconds, round_robin_seconds
 from jaxrl.trainer.loop import make_train
 
@@ -122,6 +122,7 @@ def opt_levels(seeds: int) -> list[dict]:
 
 
 def backward_layout(name: str, settings: list[str], seeds: int, repeats: int = 3) -> dict:
+    from jaxrl.nets import networks
     from jaxrl.perf import dense as dense_kernels
     from jaxrl.perf.platform import compiler_options
 
@@ -129,11 +130,12 @@ def backward_layout(name: str, settings: list[str], seeds: int, repeats: int = 3
     keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
     programs = {}
     for transposed in (True, False):
-        dense_kernels.TRANSPOSED_BACKWARD = transposed  # read while tracing
+        # the networks' product, swapped for this A/B while tracing
+        networks.dense_dot_general = dense_kernels.make_dot_general(transposed)
         trainer = make_train(config)
         fn = jax.jit(jax.vmap(trainer.train, in_axes=(0, None)))
         programs[transposed] = fn.lower(keys, trainer.hparams).compile(compiler_options())
-    dense_kernels.TRANSPOSED_BACKWARD = True
+    networks.dense_dot_general = dense_kernels.dense_dot_general
     calls = [(compiled, (keys, trainer.hparams)) for compiled in programs.values()]
     seconds = round_robin_seconds(calls, repeats)
     rates = {t: trainer.total_env_steps * seeds / s for t, s in zip(programs, seconds, strict=True)}

@@ -46,8 +46,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl import parse, validate
 from jaxrl.perf.platform import compiler_options
-from jaxrl.run.config import parse, validate
 from jaxrl.trainer.loop import make_train
 
 OUT = "experiments/results/bench_peers.json"
@@ -522,15 +522,16 @@ def _brax_trainer(train_fn, total: int, **kwargs) -> dict[str, Any]:
 
 def _jaxrl_brax(overrides: list[str], seeds: int = 1, evals: int = 6) -> dict[str, Any]:
     """jaxrl through the CLI's chunked driver program, timed like brax's loop."""
-    from jaxrl.run import driver, training
+    from jaxrl.run import program
+    from jaxrl.run.spec import prepare
 
     config = validate(parse([*overrides, f"seeds={seeds}", f"num_evals={evals}", "progress=false"]))
-    trainer = make_train(config)
-    job = training.job_for(config, "/unused", False)
+    spec = prepare(config, "/unused", layout=False)
+    trainer = spec.trainer
     t0 = time.perf_counter()
-    keys, init, program, abstract = driver.build(job, trainer)
-    carry = jax.jit(init)(keys, job.hparams)
-    compiled = jax.jit(program).lower(abstract).compile(compiler_options())
+    built = program.build(spec)
+    carry = jax.jit(built.init)(built.keys, spec.members.hparams)
+    compiled = jax.jit(built.step).lower(built.abstract).compile(compiler_options())
     compile_s = time.perf_counter() - t0
     times = []
     for _ in range(trainer.num_chunks):

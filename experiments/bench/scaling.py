@@ -25,8 +25,8 @@ def point(envs: int, seeds: int) -> dict:
     import jax
     import jax.numpy as jnp
 
+    from jaxrl import parse, validate
     from jaxrl.perf.platform import compiler_options
-    from jaxrl.run.config import parse, validate
     from jaxrl.trainer.loop import make_train
 
     per_update = envs * 128 * seeds

@@ -1,41 +1,66 @@
-"""Algorithms: the typed contract (:class:`Algorithm`, :class:`Agent`) and the registry.
+"""Algorithms: the typed contract (:class:`Algorithm`, :class:`Agent`), the
+registry, the built-in algorithms and the building blocks they share.
 
 >>> import jaxrl.algos
 >>> jaxrl.algos.names()                   # ['ppo', 'sac', 'a2c', 'reinforce', …]
 >>> jaxrl.algos.get("ppo").metrics        # what it logs
 >>> jaxrl.algos.register(MY_ALGORITHM)    # then algo=my_algo works everywhere
 
-Built in: ``ppo`` (:mod:`jaxrl.algos.ppo`), ``sac`` (:mod:`jaxrl.algos.sac`), ``a2c``
-(:mod:`jaxrl.algos.a2c`), ``reinforce`` (:mod:`jaxrl.algos.reinforce`), ``pqn``
-(:mod:`jaxrl.algos.pqn`), ``dqn`` (:mod:`jaxrl.algos.dqn`) and ``td3``
-(:mod:`jaxrl.algos.td3`); :mod:`jaxrl.algos.replay` holds what the replay learners share.
-See ``docs/contributing/algorithm.md`` for adding one.
+Built in, one thin module each: ``ppo``, ``a2c``, ``reinforce`` (on the
+actor-critic pieces of :mod:`jaxrl.algos.actor_critic`), ``pqn`` and ``dqn``
+(Q-networks: :mod:`jaxrl.algos.qvalue`), ``sac`` and ``td3`` (continuous
+control with replay); :mod:`jaxrl.algos.onpolicy` and :mod:`jaxrl.algos.replay`
+hold what the on-policy and the replay learners share, and
+``jaxrl/algos/presets/<name>.yaml`` each algorithm's presets. No algorithm
+module imports another. See ``docs/contributing/algorithm.md`` for adding one.
 """
 
+from jaxrl.algos import a2c, dqn, ppo, pqn, reinforce, sac, td3
 from jaxrl.core.contract import (
     LOOP_METRICS,
+    Act,
     Agent,
     Algorithm,
+    Collect,
+    Init,
+    InitCarry,
+    Learn,
+    LoopMetrics,
+    RecurrentAct,
     algorithm_for,
     configs,
     get,
-    hparams_for,
     names,
     own_metrics,
     register,
+    register_builtin,
     unregister,
 )
+from jaxrl.core.fields import HParams, setting, traced
+
+for _module in (ppo, sac, a2c, reinforce, pqn, dqn, td3):
+    register_builtin(_module.ALGORITHM)
+del _module
 
 __all__ = [
+    "Act",
     "Agent",
     "Algorithm",
+    "Collect",
+    "HParams",
+    "Init",
+    "InitCarry",
     "LOOP_METRICS",
+    "Learn",
+    "LoopMetrics",
+    "RecurrentAct",
     "algorithm_for",
     "configs",
     "get",
-    "hparams_for",
     "names",
     "own_metrics",
     "register",
+    "setting",
+    "traced",
     "unregister",
 ]

@@ -20,18 +20,21 @@ Pure pieces: :func:`dqn_targets`, :func:`gradient_step`, :func:`make_agent`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.algos import pqn, replay
-from jaxrl.core.checks import require_positive_int
-from jaxrl.core.config import PBT_BOUNDS, Config
-from jaxrl.core.contract import Agent, Algorithm, own_metrics
+from jaxrl.algos import replay
+from jaxrl.algos.presets import load_presets
+from jaxrl.algos.qvalue import make_q_network, q_loss, validate_q_network
+from jaxrl.core.checks import POSITIVE, POSITIVE_INT, UNIT, Range
+from jaxrl.core.config import Config
+from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
+from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Env
 from jaxrl.nets.networks import QNetwork
 from jaxrl.nets.networks import init as init_network
@@ -64,10 +67,10 @@ class DQNConfig:
     batch_size: int = 128
     buffer_size: int = 50_000  # per member, rounded up to whole steps of all envs
     learning_starts: int = 5000  # random-action env steps per member before learning
-    target_update_interval: int = 1  # gradient steps between target-network moves
+    target_update_interval: int = setting(1, check=POSITIVE_INT)  # gradient steps between target-network moves
     double: bool = True  # double-DQN targets
     dueling: bool = False
-    n_step: int = 1
+    n_step: int = setting(1, check=POSITIVE_INT)
     network: str = "auto"  # torso by name: auto (mlp; cnn for image obs) | mlp | cnn | registered
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "relu"
@@ -77,43 +80,15 @@ class DQNConfig:
     conv_strides: tuple[int, ...] = (1,)
     loss: str = "huber"  # huber | mse
     # --- traced ---------------------------------------------------------------
-    lr: float = 1e-3
-    gamma: float = 0.99
-    tau: float = 0.02  # target move: θ̄ ← (1 − τ) θ̄ + τ θ; 1: hard copy
-    eps_start: float = 1.0
-    eps_end: float = 0.05
-    exploration_fraction: float = 0.5
-    max_grad_norm: float = 10.0
-    reward_scale: float = 1.0
-
-    TRACED: ClassVar[tuple[str, ...]] = (
-        "lr",
-        "gamma",
-        "tau",
-        "eps_start",
-        "eps_end",
-        "exploration_fraction",
-        "max_grad_norm",
-        "reward_scale",
-    )
-
-
-@struct.dataclass
-class HParams:
-    """Traced DQN hyperparameters (float32 scalars)."""
-
-    lr: jax.Array
-    gamma: jax.Array
-    tau: jax.Array
-    eps_start: jax.Array
-    eps_end: jax.Array
-    exploration_fraction: jax.Array
-    max_grad_norm: jax.Array
-    reward_scale: jax.Array
-
-    @classmethod
-    def from_config(cls, algo: DQNConfig) -> HParams:
-        return cls(**{k: jnp.asarray(getattr(algo, k), jnp.float32) for k in DQNConfig.TRACED})
+    lr: float = traced(1e-3, check=POSITIVE, pbt=(1e-5, 1e-1, True))
+    gamma: float = traced(0.99, check=UNIT, pbt=(0.9, 0.9999, False))
+    # target move: θ̄ ← (1 − τ) θ̄ + τ θ; 1: hard copy
+    tau: float = traced(0.02, check=Range(0.0, 1.0, lo_open=True, note="1: a hard copy"), pbt=(1e-3, 0.1, True))
+    eps_start: float = traced(1.0, check=UNIT)
+    eps_end: float = traced(0.05, check=UNIT)
+    exploration_fraction: float = traced(0.5, check=UNIT)
+    max_grad_norm: float = traced(10.0, check=POSITIVE, pbt=(0.05, 10.0, True))
+    reward_scale: float = traced(1.0, pbt=(0.01, 100.0, True))
 
 
 class Transition(NamedTuple):
@@ -141,10 +116,7 @@ class DQNState:
 
 
 class UpdateMetrics(NamedTuple):
-    episode_return_sum: jax.Array
-    episode_length_sum: jax.Array
-    episodes: jax.Array
-    finite: jax.Array
+    loop: LoopMetrics  # episodes completed in the update, and whether it was finite
     loss: jax.Array
     q: jax.Array
     target: jax.Array
@@ -190,12 +162,12 @@ def move_target(target_params: Any, params: Any, tau: jax.Array, move: jax.Array
 def gradient_step(
     state: DQNState,
     batch: Transition,
-    hp: HParams,
+    hp: Any,
     network: QNetwork,
-    algo: DQNConfig,
+    algo: Any,
     optimizer: optim.Optimizer | None = None,
 ) -> tuple[DQNState, tuple[jax.Array, ...]]:
-    """One step on a sampled batch: the TD loss (:func:`jaxrl.algos.pqn.td_loss`) of
+    """One step on a sampled batch: the TD loss (:func:`jaxrl.rl.qlearning.td_loss`) of
     ``Q(s, a)`` to :func:`dqn_targets`, the optimizer step, then the target move when
     the step count reaches a multiple of ``target_update_interval``. Returns the new
     state and ``(loss, mean Q, mean target, grad norm)``."""
@@ -204,7 +176,7 @@ def gradient_step(
     next_q_target = network.apply(state.target_params, next_obs)
     next_q_online = network.apply(state.params, next_obs) if algo.double else None
     target = jax.lax.stop_gradient(dqn_targets(batch, next_q_target, next_q_online, hp.gamma, hp.reward_scale))
-    (loss, metrics), grads = jax.value_and_grad(pqn.q_loss, has_aux=True)(
+    (loss, metrics), grads = jax.value_and_grad(q_loss, has_aux=True)(
         state.params, network, first.obs, first.action, target, algo.loss
     )
     params, opt_state, grad_norm = optim.apply(
@@ -225,11 +197,11 @@ def make_agent(
     *,
     network: nn.Module | None = None,
     optimizer: optim.Spec = None,
-    perf: bool = True,
+    perf: bool = False,
 ) -> Agent:
     """DQN for ``num_envs`` copies of a discrete-action ``env``. ``network``: a flax
     torso under the Q head; ``optimizer``: :mod:`jaxrl.rl.optim`; ``perf``: resolved."""
-    q_network = pqn.make_q_network(algo, env, network, perf)
+    q_network = make_q_network(algo, env, network, perf)
     optimizer = optim.make(optimizer)
     env_params = env.default_params if env_params is None else env_params
     n_actions = env.action_space.n
@@ -242,9 +214,9 @@ def make_agent(
     def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition:
         return Transition(obs, action, out.reward, out.terminated, out.done, out.final_obs)
 
-    def env_steps(state: DQNState, steps: int, epsilon: jax.Array | None) -> tuple[DQNState, replay.Collected]:
-        """``steps`` ε-greedy steps of every env into the buffer (``epsilon=None``:
-        uniform random actions, the warm-up)."""
+    def env_steps(state: DQNState, steps: int, epsilon: jax.Array | None) -> tuple[DQNState, replay.Steps]:
+        """``steps`` ε-greedy steps of every env (``epsilon=None``: uniform random
+        actions, the warm-up)."""
         key, key_coin, key_action, key_env = jax.random.split(state.key, 4)
         coins = jax.random.uniform(key_coin, (steps, num_envs))
         randoms = jax.random.randint(key_action, (steps, num_envs), 0, n_actions)
@@ -256,10 +228,13 @@ def make_agent(
             action = epsilon_greedy(q_network.apply(state.params, obs), epsilon, coin, random_action)
             return action, action
 
-        c = replay.collect(
-            env, env_params, state.env_state, state.obs, state.buffer, key_env, (coins, randoms), policy, item, perf
+        env_state, obs, collected = replay.collect(
+            env, env_params, state.env_state, state.obs, key_env, (coins, randoms), policy, item, perf
         )
-        return state.replace(env_state=c.env_state, obs=c.obs, buffer=c.buffer, key=key), c
+        return state.replace(env_state=env_state, obs=obs, key=key), collected
+
+    def store(state: DQNState, steps: replay.Steps) -> DQNState:
+        return state.replace(buffer=buffers.add(state.buffer, steps.items))
 
     def init(key: jax.Array, hp: HParams) -> DQNState:
         key_params, key_env, key = jax.random.split(key, 3)
@@ -281,13 +256,22 @@ def make_agent(
             steps=jnp.zeros((), jnp.int32),
         )
         if warmup:
-            state, _ = env_steps(state, warmup, None)
+            state = store(*env_steps(state, warmup, None))
         return state
 
-    def update(state: DQNState, hp: HParams, update_idx: jax.Array) -> tuple[DQNState, UpdateMetrics]:
+    def collect(state: DQNState, hp: HParams, update_idx: jax.Array) -> tuple[DQNState, replay.Steps]:
+        """``num_steps`` ε-greedy steps of every env at the exploration rate of this update."""
         step = warmup * num_envs + update_idx.astype(jnp.float32) * steps_per_update
         epsilon = linear_epsilon(step, hp.eps_start, hp.eps_end, hp.exploration_fraction, total_steps)
-        state, collected = env_steps(state, algo.num_steps, epsilon)
+        state, steps = env_steps(state, algo.num_steps, epsilon)
+        return state.replace(epsilon=epsilon), steps
+
+    def learn(
+        state: DQNState, batch: replay.Steps, hp: HParams, update_idx: jax.Array
+    ) -> tuple[DQNState, UpdateMetrics]:
+        """``batch`` into the buffer, then the update's gradient steps on sampled batches."""
+        state = store(state, batch)
+        epsilon = state.epsilon
         key, key_index = jax.random.split(state.key)
         if algo.n_step == 1:
             index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
@@ -296,14 +280,14 @@ def make_agent(
                 state.buffer, key_index, (grad_steps, algo.batch_size), algo.n_step, num_envs
             )
 
-        def learn(state: DQNState, index: jax.Array):
+        def step(state: DQNState, index: jax.Array):
             return gradient_step(state, buffers.take(state.buffer, index), hp, q_network, algo, optimizer)
 
-        state, (loss, q, target, grad_norm) = jax.lax.scan(learn, state.replace(key=key, epsilon=epsilon), index)
+        state, (loss, q, target, grad_norm) = jax.lax.scan(step, state.replace(key=key), index)
         loss, q, target, grad_norm = (jnp.mean(x) for x in (loss, q, target, grad_norm))
+        finite = jnp.isfinite(loss) & optim.tree_all_finite(state.params)
         metrics = UpdateMetrics(
-            **replay.episode_sums(collected.done, collected.episode_return, collected.episode_length),
-            finite=jnp.isfinite(loss) & optim.tree_all_finite(state.params),
+            loop=LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, finite),
             loss=loss,
             q=q,
             target=target,
@@ -328,39 +312,22 @@ def make_agent(
     phases = (
         (
             "collect: env step + Q forward + ε-greedy + buffer write",
-            lambda state, hp: env_steps(state, algo.num_steps, hp.eps_end),
+            lambda state, hp: store(*env_steps(state, algo.num_steps, hp.eps_end)),
         ),
     )
-    return Agent(init, update, act, sample, q_network, steps_per_update, warmup * num_envs, phases=phases)
+    return Agent(init, collect, learn, act, sample, q_network, steps_per_update, warmup * num_envs, phases=phases)
 
 
 # ---------------------------------------------------------------------------
 # Declarations for the registry (jaxrl.algos)
 # ---------------------------------------------------------------------------
 
-PRESETS: dict[str, dict[str, Any]] = {
-    # DQN on CartPole: 4 / 4 seeds at 500 in each of a 2 × 2 sweep (lr 3e-4/1e-3
-    # × τ 0.004/0.01) at 100k env steps per seed (docs).
-    "CartPole-v1": {
-        "num_envs": 10,
-        "total_timesteps": 100_000,
-        "algo.loss": "mse",
-        "algo.dueling": True,
-        "algo.activation": "silu",
-        "algo.tau": 0.004,
-    },
-}
-
 
 def validate(config: Config) -> None:
-    """DQN's checks beyond the common ones."""
+    """DQN's checks beyond each field's own."""
     algo = config.algo
     replay.validate_replay(config, 128, 50000)
-    require_positive_int("algo.target_update_interval", algo.target_update_interval, 1)
-    require_positive_int("algo.n_step", algo.n_step, 3)
-    pqn.validate_q_network(algo)
-    if not 0.0 < float(algo.tau) <= 1.0:
-        raise ConfigError("algo.tau", algo.tau, "must lie in (0, 1] (1: a hard copy)", "pass algo.tau=1")
+    validate_q_network(algo)
     window = algo.n_step * config.num_envs
     if algo.n_step > 1 and algo.buffer_size < window:
         raise ConfigError(
@@ -374,14 +341,12 @@ def validate(config: Config) -> None:
 ALGORITHM = Algorithm(
     name="dqn",
     config=DQNConfig,
-    hparams=HParams,
     make_agent=make_agent,
     seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
     description="DQN: double-DQN targets, optional dueling head and n-step returns, target network, on-device replay",
     actions=("discrete",),
     warmup=replay.warmup,
-    presets=PRESETS,
+    presets=load_presets("dqn"),
     validate=validate,
-    pbt_bounds={k: PBT_BOUNDS[k] for k in ("lr", "gamma", "tau", "max_grad_norm", "reward_scale")},
 )

@@ -22,16 +22,30 @@ rollout). Returns are GAE with ``λ = 1`` (:func:`jaxrl.gae`), i.e. ``G − b``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
-from jaxrl.algos import ppo
-from jaxrl.core.checks import check_non_negative, check_positive, check_rollout, require_one_of, require_unit_interval
-from jaxrl.core.config import PBT_BOUNDS, Config
-from jaxrl.core.contract import Agent, Algorithm, own_metrics
+from jaxrl.algos.actor_critic import (
+    ADAM_EPS,
+    ActorCriticState,
+    Rollout,
+    init_state,
+    log_prob,
+    make_network,
+    make_policy,
+    policy_and_value,
+    prepare_obs,
+    rollout,
+    validate_network,
+)
+from jaxrl.algos.onpolicy import scan_method, scheduled_lr
+from jaxrl.algos.presets import load_presets
+from jaxrl.core.checks import NON_NEGATIVE, POSITIVE, UNIT, check_rollout, require_one_of
+from jaxrl.core.config import Config
+from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
+from jaxrl.core.fields import HParams, traced
 from jaxrl.envs.core import Env
 from jaxrl.rl import normalize, optim
 from jaxrl.rl.advantages import gae
@@ -58,30 +72,12 @@ class ReinforceConfig:
     log_std_init: float = 0.0
     gae_method: str = "auto"  # auto | associative | scan (the λ = 1 return computation)
     # --- traced -----------------------------------------------------------------
-    lr: float = 1e-3
-    gamma: float = 0.99
-    vf_coef: float = 0.5
-    ent_coef: float = 0.0
-    max_grad_norm: float = 1.0
-    reward_scale: float = 1.0
-
-    TRACED: ClassVar[tuple[str, ...]] = ("lr", "gamma", "vf_coef", "ent_coef", "max_grad_norm", "reward_scale")
-
-
-@struct.dataclass
-class HParams:
-    """Traced REINFORCE hyperparameters (float32 scalars; add a leading axis to vmap)."""
-
-    lr: jax.Array
-    gamma: jax.Array
-    vf_coef: jax.Array
-    ent_coef: jax.Array
-    max_grad_norm: jax.Array
-    reward_scale: jax.Array
-
-    @classmethod
-    def from_config(cls, algo: ReinforceConfig) -> HParams:
-        return cls(**{k: jnp.asarray(getattr(algo, k), jnp.float32) for k in ReinforceConfig.TRACED})
+    lr: float = traced(1e-3, check=POSITIVE, pbt=(1e-5, 1e-1, True))
+    gamma: float = traced(0.99, check=UNIT, pbt=(0.9, 0.9999, False))
+    vf_coef: float = traced(0.5, check=NON_NEGATIVE, pbt=(0.05, 2.0, True))
+    ent_coef: float = traced(0.0, check=NON_NEGATIVE, pbt=(0.0, 0.1, False))
+    max_grad_norm: float = traced(1.0, check=POSITIVE, pbt=(0.05, 10.0, True))
+    reward_scale: float = traced(1.0, pbt=(0.01, 100.0, True))
 
 
 class Batch(NamedTuple):
@@ -104,10 +100,7 @@ class LossMetrics(NamedTuple):
 class UpdateMetrics(NamedTuple):
     """Per-update metrics of one member (scalars)."""
 
-    episode_return_sum: jax.Array
-    episode_length_sum: jax.Array
-    episodes: jax.Array
-    finite: jax.Array
+    loop: LoopMetrics  # episodes completed in the update, and whether it was finite
     loss: jax.Array
     policy_loss: jax.Array
     value_loss: jax.Array
@@ -125,7 +118,7 @@ def first_episode(done: jax.Array) -> jax.Array:
 
 
 def reinforce_loss(
-    log_prob: jax.Array, entropy: jax.Array, value: jax.Array, batch: Batch, hp: HParams, *, baseline: bool = True
+    log_prob: jax.Array, entropy: jax.Array, value: jax.Array, batch: Batch, hp: Any, *, baseline: bool = True
 ) -> tuple[jax.Array, LossMetrics]:
     """``−E_w[log π · Â] + c_V · ½ E_w[(V − G)²] − c_H E_w[H]``, means over the
     counted steps (weights ``batch.weight``)."""
@@ -138,10 +131,9 @@ def reinforce_loss(
     return total, LossMetrics(total, policy_loss, value_loss, entropy)
 
 
-def _loss(params: Any, network: Any, batch: Batch, hp: HParams, baseline: bool):
-    policy_out, value = network.apply(params, batch.obs)
-    dist = ppo.distribution(network, params, policy_out)
-    return reinforce_loss(ppo.log_prob(dist, batch.action), dist.entropy(), value, batch, hp, baseline=baseline)
+def _loss(params: Any, network: Any, batch: Batch, hp: Any, baseline: bool):
+    dist, value, batch = policy_and_value(network, params, batch)
+    return reinforce_loss(log_prob(dist, batch.action), dist.entropy(), value, batch, hp, baseline=baseline)
 
 
 def make_agent(
@@ -153,28 +145,36 @@ def make_agent(
     *,
     network: Any = None,
     optimizer: optim.Spec = None,
-    perf: bool = True,
+    perf: bool = False,
 ) -> Agent:
     """REINFORCE for ``num_envs`` parallel copies of ``env``. ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.algos.ppo.make_agent`'s."""
-    network = ppo.make_network(algo, env, network, perf)
-    optimizer = optim.make(optimizer, ppo.ADAM_EPS)
+    network = make_network(algo, env, network, perf)
+    optimizer = optim.make(optimizer, ADAM_EPS)
     env_params = env.default_params if env_params is None else env_params
-    act, sample = ppo.make_policy(network, env, algo)
+    act, sample = make_policy(network, env, algo)
     reset = jax.vmap(env.reset, in_axes=(0, None))
 
-    def init(key: jax.Array, hp: HParams) -> ppo.PPOState:
-        return ppo.init_state(key, hp, env, env_params, network, num_envs, optimizer)
+    def init(key: jax.Array, hp: HParams) -> ActorCriticState:
+        return init_state(key, hp, env, env_params, network, num_envs, optimizer)
 
-    def update(state: ppo.PPOState, hp: HParams, update_idx: jax.Array) -> tuple[ppo.PPOState, UpdateMetrics]:
+    def collect(state: ActorCriticState, hp: HParams, update_idx: jax.Array) -> tuple[ActorCriticState, Rollout]:
+        """A fresh episode in every env, then ``num_steps`` steps."""
         key, key_reset = jax.random.split(state.key)
         env_state, obs = reset(jax.random.split(key_reset, num_envs), env_params)  # fresh episodes
-        state, traj = ppo.rollout(state.replace(env_state=env_state, obs=obs, key=key), env, env_params, network, algo)
+        state, traj = rollout(state.replace(env_state=env_state, obs=obs, key=key), env, env_params, network, algo)
+        return state, Rollout(traj)
+
+    def learn(
+        state: ActorCriticState, batch: Rollout, hp: HParams, update_idx: jax.Array
+    ) -> tuple[ActorCriticState, UpdateMetrics]:
+        """One gradient step over each env's first episode of the rollout."""
+        traj = batch.steps
         done = jnp.logical_or(traj.terminated, traj.truncated)
         counted = first_episode(done)
         zeros = jnp.zeros_like(traj.value)
         value, next_value = (traj.value, traj.next_value) if algo.baseline else (zeros, zeros)
         rewards = traj.reward * hp.reward_scale
-        method = ppo.gae_method(algo)
+        method = scan_method(algo.gae_method)
         advantage = gae(rewards, value, next_value, traj.terminated, done, hp.gamma, jnp.float32(1.0), method=method)
         target = advantage + value
         weight = counted.astype(jnp.float32)
@@ -183,26 +183,20 @@ def make_agent(
             mean = jnp.sum(weight * advantage) / count
             std = jnp.sqrt(jnp.sum(weight * jnp.square(advantage - mean)) / count)
             advantage = (advantage - mean) / (std + 1e-8)
-        batch = Batch(ppo.prepare_obs(state, traj.obs, algo), traj.action, advantage, target, weight)
-        batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
-        if algo.lr_schedule == "linear":
-            lr = hp.lr * (1.0 - update_idx.astype(jnp.float32) / num_updates)
-        else:
-            lr = hp.lr
+        flat = Batch(prepare_obs(state, traj.obs, algo), traj.action, advantage, target, weight)
+        flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), flat)
+        lr = scheduled_lr(algo.lr_schedule, hp.lr, update_idx, num_updates)
         grad_fn = jax.value_and_grad(_loss, has_aux=True)
-        (_, loss), grads = grad_fn(state.params, network, batch, hp, algo.baseline)
+        (_, loss), grads = grad_fn(state.params, network, flat, hp, algo.baseline)
         params, opt_state, grad_norm = optim.apply(
-            state.params, grads, state.opt_state, lr, hp.max_grad_norm, ppo.ADAM_EPS, optimizer
+            state.params, grads, state.opt_state, lr, hp.max_grad_norm, ADAM_EPS, optimizer
         )
         obs_stats = state.obs_stats
         if algo.normalize_obs:
             obs_stats = normalize.update(obs_stats, traj.obs)
-        done_f = done.astype(jnp.float32)
+        finite = jnp.isfinite(loss.total) & jnp.isfinite(grad_norm) & optim.tree_all_finite(params)
         metrics = UpdateMetrics(
-            episode_return_sum=jnp.sum(traj.episode_return * done_f),
-            episode_length_sum=jnp.sum(traj.episode_length * done_f),
-            episodes=jnp.sum(done.astype(jnp.int32)),
-            finite=jnp.isfinite(loss.total) & jnp.isfinite(grad_norm) & optim.tree_all_finite(params),
+            loop=LoopMetrics.of(done, traj.episode_return, traj.episode_length, finite),
             loss=loss.total,
             policy_loss=loss.policy,
             value_loss=loss.value,
@@ -213,45 +207,29 @@ def make_agent(
         )
         return state.replace(params=params, opt_state=opt_state, obs_stats=obs_stats), metrics
 
-    return Agent(init, update, act, sample, network, num_envs * algo.num_steps)
+    return Agent(init, collect, learn, act, sample, network, num_envs * algo.num_steps)
 
 
 # ---------------------------------------------------------------------------
 # Declarations for the registry (jaxrl.algos)
 # ---------------------------------------------------------------------------
 
-PRESETS: dict[str, dict[str, Any]] = {
-    # CartPole: see the lineage table (docs/algorithms.md) (python experiments/lineage.py).
-    "CartPole-v1": {
-        "num_envs": 16,
-        "total_timesteps": 1_000_000,
-        "num_evals": 10,
-        "algo.num_steps": 500,
-        "algo.lr": 3e-3,
-    },
-}
-
 
 def validate(config: Config) -> None:
-    """REINFORCE's checks beyond the common ones."""
+    """REINFORCE's checks beyond each field's own."""
     algo = config.algo
     check_rollout(config, 500)
-    ppo.validate_network(algo)
+    validate_network(algo)
     require_one_of("algo.lr_schedule", algo.lr_schedule, ("constant", "linear"), "constant")
-    require_unit_interval("algo.gamma", algo.gamma, 0.99)
-    check_positive(algo, "lr", "max_grad_norm")
-    check_non_negative(algo, "vf_coef", "ent_coef")
 
 
 ALGORITHM = Algorithm(
     name="reinforce",
     config=ReinforceConfig,
-    hparams=HParams,
     make_agent=make_agent,
     seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
     description="REINFORCE: Monte-Carlo policy gradient over complete episodes, optional value baseline",
-    presets=PRESETS,
+    presets=load_presets("reinforce"),
     validate=validate,
-    pbt_bounds={k: PBT_BOUNDS[k] for k in ("lr", "ent_coef", "gamma", "vf_coef", "max_grad_norm", "reward_scale")},
 )

@@ -1,6 +1,7 @@
 """What the replay-buffer learners (SAC, TD3, DQN) share: stepping ``N`` envs for
-``T`` steps into the on-device buffer, the random-action warm-up's size, the
-episode statistics of an update and the checks of their common settings."""
+``T`` steps into transitions for the on-device buffer (:class:`Steps`, what
+their ``learn`` takes: it adds them, then samples), the random-action warm-up's
+size, the continuous-control transition and action scaling (SAC, TD3), the checks of their common settings."""
 
 from __future__ import annotations
 
@@ -8,29 +9,50 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 
 from jaxrl import perf as perf_lib
 from jaxrl.core.checks import require_positive_int, require_update_count
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Env
-from jaxrl.rl import buffers
 
-__all__ = ["Collected", "collect", "warmup_per_env", "warmup", "episode_sums", "validate_replay"]
+__all__ = [
+    "Steps",
+    "Transition",
+    "collect",
+    "warmup_per_env",
+    "warmup",
+    "gradient_steps",
+    "scale_action",
+    "validate_replay",
+]
 
 
-class Collected(NamedTuple):
-    """``T`` steps of ``N`` envs: the new env state and observation, the buffer with
-    the ``T·N`` new items (step-major) and, per step ``[T, N]``, the episode ends and
-    statistics and the observations acted on (``[T, N, *obs]``)."""
+class Steps(NamedTuple):
+    """``T`` steps of ``N`` envs as a replay learner takes them: the ``T·N``
+    buffer items (step-major) and, per step ``[T, N]``, the episode ends and
+    statistics and the observations acted on (``[T, N, *obs]``, for the
+    observation normalizer)."""
 
-    env_state: Any
-    obs: jax.Array
-    buffer: buffers.ReplayBuffer
+    items: Any  # the algorithm's transition, leaves [T·N, ...]
     done: jax.Array
     episode_return: jax.Array
     episode_length: jax.Array
     seen_obs: jax.Array
+
+
+class Transition(NamedTuple):
+    """One stored transition of a continuous-action learner (SAC, TD3; leaves ``[...]`` per item)."""
+
+    obs: jax.Array  # [*obs] raw
+    action: jax.Array  # [d] in [-1, 1] (the policy's tanh output, before scaling to the env's bounds)
+    reward: jax.Array  # []
+    terminated: jax.Array  # [] bool
+    next_obs: jax.Array  # [*obs] raw, pre-reset
+
+
+def scale_action(action: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:
+    """An action in ``[-1, 1]`` scaled to the env's bounds ``[low, high]``."""
+    return low + (action + 1.0) * 0.5 * (high - low)
 
 
 def collect(
@@ -38,18 +60,18 @@ def collect(
     env_params: Any,
     env_state: Any,
     obs: jax.Array,
-    buffer: buffers.ReplayBuffer,
     key_env: jax.Array,
     draws: Any,
     policy: Callable[[jax.Array, Any], tuple[jax.Array, jax.Array]],
     item: Callable[[jax.Array, jax.Array, Any], Any],
     perf: bool,
-) -> Collected:
+) -> tuple[Any, jax.Array, Steps]:
     """Step the envs once per leading entry of ``draws`` (a pytree ``[T, N, ...]`` of
-    the policy's randomness, drawn up front by the caller) and write the items to
-    ``buffer`` in step order. ``policy(obs [N, *obs], draw [N, ...]) -> (stored
-    action, env action)``; ``item(obs, stored action, env step output) ->`` one
-    buffer item per env. The env randomness of all steps is drawn here in one call
+    the policy's randomness, drawn up front by the caller): ``(env_state, obs,
+    steps)`` with the items in step order (``buffers.add(buffer, steps.items)``
+    stores them). ``policy(obs [N, *obs], draw [N, ...]) -> (stored action, env
+    action)``; ``item(obs, stored action, env step output) ->`` one buffer item per
+    env. The env randomness of all steps is drawn here in one call
     (:meth:`Env.draw_steps`), so the loop runs only the policy and the env."""
     steps, num_envs = jax.tree.leaves(draws)[0].shape[:2]
     step_envs = jax.vmap(env.step_drawn, in_axes=(0, 0, 0, None))
@@ -66,7 +88,7 @@ def collect(
         one, (env_state, obs), (draws, env_draws), length=steps
     )
     flat = jax.tree.map(lambda x: x.reshape((steps * num_envs,) + x.shape[2:]), items)
-    return Collected(env_state, obs, buffers.add(buffer, flat), done, ep_return, ep_length, seen)
+    return env_state, obs, Steps(flat, done, ep_return, ep_length, seen)
 
 
 def warmup_per_env(learning_starts: int, num_envs: int) -> int:
@@ -78,16 +100,6 @@ def warmup(algo: Any, num_envs: int) -> int:
     """Env steps per member of the random-action warm-up, whole steps of all envs
     (:attr:`jaxrl.algos.Algorithm.warmup` of every replay learner)."""
     return warmup_per_env(algo.learning_starts, num_envs) * num_envs
-
-
-def episode_sums(done: jax.Array, episode_return: jax.Array, episode_length: jax.Array) -> dict[str, jax.Array]:
-    """The loop's episode metrics over the episodes that ended in ``done``."""
-    done_f = done.astype(jnp.float32)
-    return {
-        "episode_return_sum": jnp.sum(episode_return * done_f),
-        "episode_length_sum": jnp.sum(episode_length * done_f),
-        "episodes": jnp.sum(done.astype(jnp.int32)),
-    }
 
 
 def gradient_steps(algo: Any, num_envs: int) -> int:

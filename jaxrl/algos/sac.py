@@ -8,9 +8,9 @@ Pure pieces, importable on their own:
 * :func:`gradient_step` — one update of critics, actor, temperature and the
   Polyak-averaged target critics from one sampled batch;
 * :func:`make_agent` — ``init`` (with the random-action warm-up that fills the
-  buffer), ``update`` (``num_steps`` env steps of ``N`` envs, then
-  ``round(utd · N · num_steps)`` gradient steps) and ``act`` for
-  :func:`jaxrl.make_train`.
+  buffer), ``collect`` (``num_steps`` env steps of ``N`` envs), ``learn``
+  (those transitions into the buffer, then ``round(utd · N · num_steps)``
+  gradient steps on sampled batches) and ``act`` for :func:`jaxrl.make_train`.
 
 Time limits: the critic target bootstraps from the *pre-reset* next
 observation unless the transition truly terminated,
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -30,26 +30,30 @@ import numpy as np
 from flax import struct
 
 from jaxrl.algos import replay
-from jaxrl.core.checks import check_mlp, check_positive, require_unit_interval
-from jaxrl.core.config import PBT_BOUNDS, Config
-from jaxrl.core.contract import Agent, Algorithm, own_metrics
+from jaxrl.algos.presets import load_presets
+from jaxrl.algos.replay import Transition, scale_action
+from jaxrl.core.checks import OPEN_UNIT, POSITIVE, UNIT, check_mlp
+from jaxrl.core.config import Config
+from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
+from jaxrl.core.fields import HParams, traced
 from jaxrl.envs.core import Box, Env
-from jaxrl.nets.networks import MLP, check_network, dense, init_many, make_torso, with_perf
+from jaxrl.nets.networks import MLP, TwinCritic, check_network, dense, init_many, make_torso, with_perf
 from jaxrl.rl import buffers, normalize, optim
 from jaxrl.rl.distributions import TanhGaussian
 
 __all__ = [
+    "SACConfig",
     "HParams",
     "SACState",
     "Transition",
     "Actor",
-    "Critic",
     "critic_loss",
     "actor_loss",
     "alpha_loss",
     "gradient_step",
     "make_agent",
+    "ALGORITHM",
 ]
 
 
@@ -72,53 +76,14 @@ class SACConfig:
     log_std_min: float = -5.0
     log_std_max: float = 2.0
     # --- traced -------------------------------------------------------------
-    lr: float = 3e-4  # actor and critic
-    alpha_lr: float = 3e-4  # temperature
-    gamma: float = 0.99
-    tau: float = 0.005  # Polyak rate of the target critics
-    init_alpha: float = 1.0
-    target_entropy_scale: float = 1.0  # target entropy = −scale · |A|
-    reward_scale: float = 1.0
-    max_grad_norm: float = 1e10  # effectively off
-
-    TRACED: ClassVar[tuple[str, ...]] = (
-        "lr",
-        "alpha_lr",
-        "gamma",
-        "tau",
-        "init_alpha",
-        "target_entropy_scale",
-        "reward_scale",
-        "max_grad_norm",
-    )
-
-
-@struct.dataclass
-class HParams:
-    """Traced SAC hyperparameters (float32 scalars)."""
-
-    lr: jax.Array
-    alpha_lr: jax.Array
-    gamma: jax.Array
-    tau: jax.Array
-    init_alpha: jax.Array
-    target_entropy_scale: jax.Array
-    reward_scale: jax.Array
-    max_grad_norm: jax.Array
-
-    @classmethod
-    def from_config(cls, algo: SACConfig) -> HParams:
-        return cls(**{k: jnp.asarray(getattr(algo, k), jnp.float32) for k in SACConfig.TRACED})
-
-
-class Transition(NamedTuple):
-    """One stored transition (leaves ``[...]`` per item)."""
-
-    obs: jax.Array  # [*obs] raw
-    action: jax.Array  # [d] in [-1, 1] (the policy's tanh output, before scaling to the env's bounds)
-    reward: jax.Array  # []
-    terminated: jax.Array  # [] bool
-    next_obs: jax.Array  # [*obs] raw, pre-reset
+    lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-1, True))  # actor and critic
+    alpha_lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-2, True))  # temperature
+    gamma: float = traced(0.99, check=UNIT, pbt=(0.9, 0.9999, False))
+    tau: float = traced(0.005, check=OPEN_UNIT, pbt=(1e-3, 0.1, True))  # Polyak rate of the target critics
+    init_alpha: float = traced(1.0, check=POSITIVE)
+    target_entropy_scale: float = traced(1.0, pbt=(0.1, 2.0, False))  # target entropy = −scale · |A|
+    reward_scale: float = traced(1.0, pbt=(0.01, 100.0, True))
+    max_grad_norm: float = traced(1e10, check=POSITIVE, pbt=(0.05, 10.0, True))  # effectively off
 
 
 class Actor(nn.Module):
@@ -131,7 +96,7 @@ class Actor(nn.Module):
     log_std_min: float = -5.0
     log_std_max: float = 2.0
     torso: nn.Module | None = None  # [..., obs] → [..., features]; default an MLP of hidden_sizes
-    perf: bool = True  # jaxrl.perf: the XLA:CPU product in its layers
+    perf: bool = False  # jaxrl.perf: the XLA:CPU product in its layers
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -143,28 +108,6 @@ class Actor(nn.Module):
         raw = dense(self.action_dim, 0.01, perf=self.perf)(x)
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw) + 1.0)
         return mean, log_std
-
-
-class Critic(nn.Module):
-    """Twin Q-functions: ``(obs, action) → [2, ...]``, each a torso (default: an
-    MLP of ``hidden_sizes``) on ``[obs, action]`` under a linear head."""
-
-    hidden_sizes: Sequence[int] = (256, 256)
-    activation: str = "relu"
-    torso: nn.Module | None = None  # [..., obs + action] → [..., features]
-    perf: bool = True
-
-    @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
-        x = jnp.concatenate([obs, action], axis=-1)
-
-        def torso(i: int) -> nn.Module:
-            if self.torso is None:
-                return MLP(self.hidden_sizes, self.activation, perf=self.perf)
-            return with_perf(self.torso, self.perf).clone(parent=self, name=f"q{i}_torso")
-
-        qs = [dense(1, 1.0, perf=self.perf)(torso(i)(x))[..., 0] for i in range(2)]
-        return jnp.stack(qs)
 
 
 @struct.dataclass
@@ -196,9 +139,7 @@ class StepMetrics(NamedTuple):
 
 
 class UpdateMetrics(NamedTuple):
-    episode_return_sum: jax.Array
-    episode_length_sum: jax.Array
-    episodes: jax.Array
+    loop: LoopMetrics  # episodes completed in the update, and whether it was finite
     loss: jax.Array  # critic loss
     actor_loss: jax.Array
     alpha_loss: jax.Array
@@ -207,12 +148,6 @@ class UpdateMetrics(NamedTuple):
     q: jax.Array
     grad_norm: jax.Array
     lr: jax.Array
-    finite: jax.Array
-
-
-# ---------------------------------------------------------------------------
-# Losses
-# ---------------------------------------------------------------------------
 
 
 def _policy(actor: Actor, params: Any, obs: jax.Array, space: Box) -> TanhGaussian:
@@ -232,9 +167,9 @@ def critic_loss(
     log_alpha: jax.Array,
     batch: Transition,
     key: jax.Array | None,
-    hp: HParams,
+    hp: Any,
     actor: Actor,
-    critic: Critic,
+    critic: TwinCritic,
     space: Box,
     *,
     noise: jax.Array | None = None,
@@ -260,7 +195,7 @@ def actor_loss(
     obs: jax.Array,
     key: jax.Array | None,
     actor: Actor,
-    critic: Critic,
+    critic: TwinCritic,
     space: Box,
     *,
     noise: jax.Array | None = None,
@@ -282,9 +217,9 @@ def gradient_step(
     state: SACState,
     batch: Transition,
     key: jax.Array | None,
-    hp: HParams,
+    hp: Any,
     actor: Actor,
-    critic: Critic,
+    critic: TwinCritic,
     space: Box,
     *,
     noise: jax.Array | None = None,
@@ -365,7 +300,7 @@ def make_agent(
     *,
     network: nn.Module | None = None,
     optimizer: optim.Spec = None,
-    perf: bool = True,
+    perf: bool = False,
 ) -> Agent:
     """SAC for ``num_envs`` copies of a continuous-action ``env``. ``network``: a
     flax torso used by the actor (on the observation) and each critic (on
@@ -382,22 +317,22 @@ def make_agent(
         actor_torso = make_torso(algo.network, algo, env.obs_shape)
         critic_torso = make_torso(algo.network, algo, (flat_obs + dim,))
     actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, algo.log_std_min, algo.log_std_max, actor_torso, perf)
-    critic = Critic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf)
+    critic = TwinCritic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf)
     optimizer = optim.make(optimizer)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = replay.gradient_steps(algo, num_envs)
     warmup = replay.warmup_per_env(algo.learning_starts, num_envs)  # env steps per env
 
     def to_env(action: jax.Array) -> jax.Array:
-        return low + (action + 1.0) * 0.5 * (high - low)
+        return scale_action(action, low, high)
 
     def prep(state: SACState, obs: jax.Array) -> jax.Array:
         return normalize.normalize(state.obs_stats, obs) if algo.normalize_obs else obs
 
-    def env_steps(state: SACState, steps: int, random: bool) -> tuple[SACState, replay.Collected]:
-        """``steps`` steps of every env, then their ``steps · N`` transitions into
-        the buffer in step order (:func:`jaxrl.algos.replay.collect`); the action
-        noise of all steps is drawn up front in one call."""
+    def env_steps(state: SACState, steps: int, random: bool) -> tuple[SACState, replay.Steps]:
+        """``steps`` steps of every env and their ``steps · N`` transitions in step
+        order (:func:`jaxrl.algos.replay.collect`); the action noise of all steps
+        is drawn up front in one call."""
         key, key_act, key_env = jax.random.split(state.key, 3)
         if random:
             draws = jax.random.uniform(key_act, (steps, num_envs, dim), minval=-1.0, maxval=1.0)
@@ -413,10 +348,17 @@ def make_agent(
         def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition:
             return Transition(obs, action, out.reward, out.terminated, out.final_obs)
 
-        c = replay.collect(
-            env, env_params, state.env_state, state.obs, state.buffer, key_env, draws, policy, item, perf
+        env_state, obs, collected = replay.collect(
+            env, env_params, state.env_state, state.obs, key_env, draws, policy, item, perf
         )
-        return state.replace(env_state=c.env_state, obs=c.obs, key=key, buffer=c.buffer), c
+        return state.replace(env_state=env_state, obs=obs, key=key), collected
+
+    def store(state: SACState, steps: replay.Steps) -> SACState:
+        """The transitions into the buffer, their observations into the normalizer."""
+        state = state.replace(buffer=buffers.add(state.buffer, steps.items))
+        if algo.normalize_obs:
+            state = state.replace(obs_stats=normalize.update(state.obs_stats, steps.seen_obs))
+        return state
 
     def init(key: jax.Array, hp: HParams) -> SACState:
         key_params, key_env, key = jax.random.split(key, 3)
@@ -447,16 +389,18 @@ def make_agent(
             key=key,
         )
         if warmup:
-            state, collected = env_steps(state, warmup, random=True)
-            if algo.normalize_obs:
-                state = state.replace(obs_stats=normalize.update(state.obs_stats, collected.seen_obs))
+            state = store(*env_steps(state, warmup, random=True))
         return state
 
-    def update(state: SACState, hp: HParams, update_idx: jax.Array) -> tuple[SACState, UpdateMetrics]:
-        del update_idx
-        state, collected = env_steps(state, algo.num_steps, random=False)
-        if algo.normalize_obs:
-            state = state.replace(obs_stats=normalize.update(state.obs_stats, collected.seen_obs))
+    def collect(state: SACState, hp: HParams, update_idx: jax.Array) -> tuple[SACState, replay.Steps]:
+        """``num_steps`` steps of every env with actions sampled from the policy."""
+        return env_steps(state, algo.num_steps, random=False)
+
+    def learn(
+        state: SACState, batch: replay.Steps, hp: HParams, update_idx: jax.Array
+    ) -> tuple[SACState, UpdateMetrics]:
+        """``batch`` into the buffer, then the update's gradient steps on sampled batches."""
+        state = store(state, batch)
 
         # every gradient step's batch indices and policy noise in one draw each
         # (the buffer does not change while they run)
@@ -464,14 +408,14 @@ def make_agent(
         index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
         noise = jax.random.normal(key_noise, (grad_steps, 2, algo.batch_size, dim))
 
-        def learn(state, inputs):
+        def step(state, inputs):
             index, noise = inputs
-            batch = buffers.take(state.buffer, index)
+            sampled = buffers.take(state.buffer, index)
             if algo.normalize_obs:
-                batch = batch._replace(obs=prep(state, batch.obs), next_obs=prep(state, batch.next_obs))
-            return gradient_step(state, batch, None, hp, actor, critic, space, noise=noise, optimizer=optimizer)
+                sampled = sampled._replace(obs=prep(state, sampled.obs), next_obs=prep(state, sampled.next_obs))
+            return gradient_step(state, sampled, None, hp, actor, critic, space, noise=noise, optimizer=optimizer)
 
-        state, m = jax.lax.scan(learn, state.replace(key=key), (index, noise))
+        state, m = jax.lax.scan(step, state.replace(key=key), (index, noise))
         m = jax.tree.map(jnp.mean, m)
         finite = (
             jnp.isfinite(m.critic_loss)
@@ -479,7 +423,7 @@ def make_agent(
             & optim.tree_all_finite((state.actor_params, state.critic_params, state.log_alpha))
         )
         metrics = UpdateMetrics(
-            **replay.episode_sums(collected.done, collected.episode_return, collected.episode_length),
+            loop=LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, finite),
             loss=m.critic_loss,
             actor_loss=m.actor_loss,
             alpha_loss=m.alpha_loss,
@@ -488,7 +432,6 @@ def make_agent(
             q=m.q,
             grad_norm=m.grad_norm,
             lr=hp.lr,
-            finite=finite,
         )
         return state, metrics
 
@@ -501,10 +444,13 @@ def make_agent(
         return to_env(action)
 
     phases = (
-        ("collect: env step + policy sampling + buffer write", lambda s, hp: env_steps(s, algo.num_steps, False)),
+        (
+            "collect: env step + policy sampling + buffer write",
+            lambda s, hp: store(*env_steps(s, algo.num_steps, False)),
+        ),
     )
     return Agent(
-        init, update, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs, phases=phases
+        init, collect, learn, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs, phases=phases
     )
 
 
@@ -512,30 +458,9 @@ def make_agent(
 # Declarations for the registry (jaxrl.algos)
 # ---------------------------------------------------------------------------
 
-PRESETS: dict[str, dict[str, Any]] = {
-    # SAC on Pendulum: within 20k env steps per seed (docs).
-    "Pendulum-v1": {
-        "num_envs": 4,
-        "total_timesteps": 20_000,
-        "num_evals": 10,
-        "algo.num_steps": 8,
-        "algo.hidden_sizes": [64, 64],
-    },
-    # SAC on brax's inverted pendulum: 1000 on 2 of 2 seeds at 30k steps in a
-    # 4-configuration sweep (lr 3e-4/1e-3 × init_alpha 0.1/1; docs).
-    "inverted_pendulum": {
-        "num_envs": 8,
-        "total_timesteps": 30_000,
-        "num_evals": 6,
-        "algo.num_steps": 8,
-        "algo.hidden_sizes": [64, 64],
-        "algo.lr": 1e-3,
-    },
-}
-
 
 def validate(config: Config) -> None:
-    """SAC's checks beyond the common ones (buffer, warm-up, ranges)."""
+    """SAC's checks beyond each field's own (buffer, warm-up, log-std bounds)."""
     algo = config.algo
     replay.validate_replay(config, 256, 100000)
     check_network(algo)
@@ -547,26 +472,17 @@ def validate(config: Config) -> None:
             f"must be < algo.log_std_max={algo.log_std_max}",
             "pass algo.log_std_min=-5",
         )
-    require_unit_interval("algo.gamma", algo.gamma, 0.99)
-    if not 0.0 < float(algo.tau) <= 1.0:
-        raise ConfigError("algo.tau", algo.tau, "must lie in (0, 1]", "pass algo.tau=0.005")
-    check_positive(algo, "lr", "alpha_lr", "init_alpha", "max_grad_norm")
 
 
 ALGORITHM = Algorithm(
     name="sac",
     config=SACConfig,
-    hparams=HParams,
     make_agent=make_agent,
     seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
     description="Soft Actor-Critic: twin critics, Polyak targets, automatic temperature, on-device replay",
     actions=("continuous",),
     warmup=replay.warmup,
-    presets=PRESETS,
+    presets=load_presets("sac"),
     validate=validate,
-    pbt_bounds={
-        k: PBT_BOUNDS[k]
-        for k in ("lr", "alpha_lr", "gamma", "tau", "target_entropy_scale", "reward_scale", "max_grad_norm")
-    },
 )

@@ -1,6 +1,7 @@
 """Twin Delayed DDPG (TD3; Fujimoto et al., 2018, "Addressing Function
-Approximation Error in Actor-Critic Methods", arXiv:1802.09477) with SAC's
-on-device replay buffer and random-action warm-up.
+Approximation Error in Actor-Critic Methods", arXiv:1802.09477) with the
+replay learners' on-device buffer and random-action warm-up
+(:mod:`jaxrl.algos.replay`).
 
 Twin critics regress ``y = r + γ (1 − terminated) min_i Q̄_i(s', ã')`` with the
 smoothed target action ``ã' = clip(μ̄(s') + clip(σ̃ ε, −c, c), −1, 1)``; the
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -27,13 +28,14 @@ import numpy as np
 from flax import struct
 
 from jaxrl.algos import replay
-from jaxrl.algos.sac import Critic, Transition
-from jaxrl.core.checks import check_mlp, check_positive, require_positive_int, require_unit_interval
-from jaxrl.core.config import PBT_BOUNDS, Config
-from jaxrl.core.contract import Agent, Algorithm, own_metrics
-from jaxrl.core.errors import ConfigError
+from jaxrl.algos.presets import load_presets
+from jaxrl.algos.replay import Transition, scale_action
+from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp
+from jaxrl.core.config import Config
+from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
+from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Box, Env
-from jaxrl.nets.networks import MLP, check_network, dense, init_many, make_torso, with_perf
+from jaxrl.nets.networks import MLP, TwinCritic, check_network, dense, init_many, make_torso, with_perf
 from jaxrl.rl import buffers, normalize, optim
 
 __all__ = [
@@ -62,54 +64,26 @@ class TD3Config:
     batch_size: int = 256
     buffer_size: int = 100_000
     learning_starts: int = 1000  # random-action env steps per member before learning
-    policy_delay: int = 2  # critic steps per actor (and target) step
+    policy_delay: int = setting(2, check=POSITIVE_INT)  # critic steps per actor (and target) step
     network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "relu"
     normalize_obs: bool = False
     # --- traced ---------------------------------------------------------------
-    lr: float = 3e-4  # actor and critics
-    gamma: float = 0.99
-    tau: float = 0.005
-    exploration_noise: float = 0.1  # σ of the behaviour noise, in [−1, 1] action units
+    lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-1, True))  # actor and critics
+    gamma: float = traced(0.99, check=UNIT, pbt=(0.9, 0.9999, False))
+    tau: float = traced(0.005, check=OPEN_UNIT, pbt=(1e-3, 0.1, True))
+    # σ of the behaviour noise, in [−1, 1] action units
+    exploration_noise: float = traced(0.1, check=NON_NEGATIVE, pbt=(0.01, 1.0, True))
     # ρ of each env's AR(1) behaviour noise n_t = ρ n_{t−1} + √(1 − ρ²) ε_t (stationary
     # std 1, scaled by σ); 0: white Gaussian noise; near 1: sustained pushes
-    noise_correlation: float = 0.0
-    target_noise: float = 0.2  # σ̃ of the target-policy smoothing
-    noise_clip: float = 0.5  # c
-    max_grad_norm: float = 1e10  # effectively off
-    reward_scale: float = 1.0
-
-    TRACED: ClassVar[tuple[str, ...]] = (
-        "lr",
-        "gamma",
-        "tau",
-        "exploration_noise",
-        "noise_correlation",
-        "target_noise",
-        "noise_clip",
-        "max_grad_norm",
-        "reward_scale",
+    noise_correlation: float = traced(
+        0.0, check=Range(0.0, 1.0, hi_open=True, note="0: white noise"), pbt=(0.0, 0.99, False)
     )
-
-
-@struct.dataclass
-class HParams:
-    """Traced TD3 hyperparameters (float32 scalars)."""
-
-    lr: jax.Array
-    gamma: jax.Array
-    tau: jax.Array
-    exploration_noise: jax.Array
-    noise_correlation: jax.Array
-    target_noise: jax.Array
-    noise_clip: jax.Array
-    max_grad_norm: jax.Array
-    reward_scale: jax.Array
-
-    @classmethod
-    def from_config(cls, algo: TD3Config) -> HParams:
-        return cls(**{k: jnp.asarray(getattr(algo, k), jnp.float32) for k in TD3Config.TRACED})
+    target_noise: float = traced(0.2, check=NON_NEGATIVE, pbt=(0.01, 1.0, True))  # σ̃ of the target-policy smoothing
+    noise_clip: float = traced(0.5, check=NON_NEGATIVE)  # c
+    max_grad_norm: float = traced(1e10, check=POSITIVE, pbt=(0.05, 10.0, True))  # effectively off
+    reward_scale: float = traced(1.0, pbt=(0.01, 100.0, True))
 
 
 class Actor(nn.Module):
@@ -119,7 +93,7 @@ class Actor(nn.Module):
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     torso: nn.Module | None = None
-    perf: bool = True
+    perf: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
@@ -149,10 +123,7 @@ class TD3State:
 
 
 class UpdateMetrics(NamedTuple):
-    episode_return_sum: jax.Array
-    episode_length_sum: jax.Array
-    episodes: jax.Array
-    finite: jax.Array
+    loop: LoopMetrics  # episodes completed in the update, and whether it was finite
     loss: jax.Array  # critic loss
     actor_loss: jax.Array  # of the update's actor steps
     q: jax.Array
@@ -183,7 +154,7 @@ def td3_targets(
     next_action_mean: jax.Array,
     noise: jax.Array,
     target_critic: Any,
-    hp: HParams,
+    hp: Any,
 ) -> jax.Array:
     """Critic targets ``[B]``: the target actor's ``next_action_mean`` ``[B, d]``
     smoothed by ``clip(σ̃ · noise, −c, c)`` (``noise`` standard normal ``[B, d]``),
@@ -200,9 +171,9 @@ def critic_step(
     state: TD3State,
     batch: Transition,
     noise: jax.Array,
-    hp: HParams,
+    hp: Any,
     actor: Actor,
-    critic: Critic,
+    critic: TwinCritic,
     optimizer: optim.Optimizer | None = None,
 ) -> tuple[TD3State, tuple[jax.Array, jax.Array, jax.Array]]:
     """One critic step: ``½ Σ_i E[(Q_i(s, a) − y)²]`` to :func:`td3_targets`.
@@ -226,9 +197,9 @@ def critic_step(
 def actor_step(
     state: TD3State,
     obs: jax.Array,
-    hp: HParams,
+    hp: Any,
     actor: Actor,
-    critic: Critic,
+    critic: TwinCritic,
     optimizer: optim.Optimizer | None = None,
 ) -> tuple[TD3State, jax.Array]:
     """The delayed step: the actor ascends ``E[Q_1(s, μ(s))]``, then the target
@@ -263,7 +234,7 @@ def make_agent(
     *,
     network: nn.Module | None = None,
     optimizer: optim.Spec = None,
-    perf: bool = True,
+    perf: bool = False,
     grouped: bool | None = None,
 ) -> Agent:
     """TD3 for ``num_envs`` copies of a continuous-action ``env``. ``network``: a
@@ -284,7 +255,7 @@ def make_agent(
         actor_torso = make_torso(algo.network, algo, env.obs_shape)
         critic_torso = make_torso(algo.network, algo, (int(np.prod(env.obs_shape)) + dim,))
     actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, actor_torso, perf)
-    critic = Critic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf)
+    critic = TwinCritic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf)
     optimizer = optim.make(optimizer)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = replay.gradient_steps(algo, num_envs)
@@ -295,7 +266,7 @@ def make_agent(
     warmup = replay.warmup_per_env(algo.learning_starts, num_envs)
 
     def to_env(action: jax.Array) -> jax.Array:
-        return low + (action + 1.0) * 0.5 * (high - low)
+        return scale_action(action, low, high)
 
     def prep(state: TD3State, obs: jax.Array) -> jax.Array:
         return normalize.normalize(state.obs_stats, obs) if algo.normalize_obs else obs
@@ -305,8 +276,8 @@ def make_agent(
 
     def env_steps(
         state: TD3State, steps: int, sigma: jax.Array | None, rho: jax.Array | None = None
-    ) -> tuple[TD3State, replay.Collected]:
-        """``steps`` steps of every env into the buffer: ``μ(s) + σ n_t`` clipped to
+    ) -> tuple[TD3State, replay.Steps]:
+        """``steps`` steps of every env: ``μ(s) + σ n_t`` clipped to
         ``[−1, 1]``, ``n_t`` each env's AR(1) noise of correlation ``rho``
         (:func:`correlated_noise`; ``sigma=None``: uniform random actions, the warm-up)."""
         key, key_act, key_env = jax.random.split(state.key, 3)
@@ -322,10 +293,17 @@ def make_agent(
             action = jnp.clip(actor.apply(state.actor_params, prep(state, obs)) + sigma * draw, -1.0, 1.0)
             return action, to_env(action)
 
-        c = replay.collect(
-            env, env_params, state.env_state, state.obs, state.buffer, key_env, draws, policy, item, perf
+        env_state, obs, collected = replay.collect(
+            env, env_params, state.env_state, state.obs, key_env, draws, policy, item, perf
         )
-        return state.replace(env_state=c.env_state, obs=c.obs, buffer=c.buffer, key=key), c
+        return state.replace(env_state=env_state, obs=obs, key=key), collected
+
+    def store(state: TD3State, steps: replay.Steps) -> TD3State:
+        """The transitions into the buffer, their observations into the normalizer."""
+        state = state.replace(buffer=buffers.add(state.buffer, steps.items))
+        if algo.normalize_obs:
+            state = state.replace(obs_stats=normalize.update(state.obs_stats, steps.seen_obs))
+        return state
 
     def init(key: jax.Array, hp: HParams) -> TD3State:
         key_params, key_env, key = jax.random.split(key, 3)
@@ -356,9 +334,7 @@ def make_agent(
             noise=jnp.zeros((num_envs, dim), jnp.float32),
         )
         if warmup:
-            state, collected = env_steps(state, warmup, None)
-            if algo.normalize_obs:
-                state = state.replace(obs_stats=normalize.update(state.obs_stats, collected.seen_obs))
+            state = store(*env_steps(state, warmup, None))
         return state
 
     def batch_at(state: TD3State, index: jax.Array) -> Transition:
@@ -367,16 +343,20 @@ def make_agent(
             batch = batch._replace(obs=prep(state, batch.obs), next_obs=prep(state, batch.next_obs))
         return batch
 
-    def update(state: TD3State, hp: HParams, update_idx: jax.Array) -> tuple[TD3State, UpdateMetrics]:
-        del update_idx
-        state, collected = env_steps(
+    def collect(state: TD3State, hp: HParams, update_idx: jax.Array) -> tuple[TD3State, replay.Steps]:
+        """``num_steps`` steps of every env with the exploration noise of ``hp``."""
+        return env_steps(
             state.replace(exploration_noise=hp.exploration_noise),
             algo.num_steps,
             hp.exploration_noise,
             hp.noise_correlation,
         )
-        if algo.normalize_obs:
-            state = state.replace(obs_stats=normalize.update(state.obs_stats, collected.seen_obs))
+
+    def learn(
+        state: TD3State, batch: replay.Steps, hp: HParams, update_idx: jax.Array
+    ) -> tuple[TD3State, UpdateMetrics]:
+        """``batch`` into the buffer, then the update's critic steps and delayed actor steps."""
+        state = store(state, batch)
         key, key_index, key_noise = jax.random.split(state.key, 3)
         state = state.replace(key=key)
         index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
@@ -388,10 +368,10 @@ def make_agent(
                 index, noise = inputs  # [delay, B], [delay, B, d]
                 critic_out = []
                 for i in range(delay):
-                    batch = batch_at(state, index[i])
-                    state, out = critic_step(state, batch, noise[i], hp, actor, critic, optimizer)
+                    sampled = batch_at(state, index[i])
+                    state, out = critic_step(state, sampled, noise[i], hp, actor, critic, optimizer)
                     critic_out.append(out)
-                state, actor_loss = actor_step(state, batch.obs, hp, actor, critic, optimizer)
+                state, actor_loss = actor_step(state, sampled.obs, hp, actor, critic, optimizer)
                 stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *critic_out)
                 return state, (stacked, actor_loss)
 
@@ -403,9 +383,9 @@ def make_agent(
 
             def one(state, inputs):
                 index, noise = inputs
-                batch = batch_at(state, index)
-                state, out = critic_step(state, batch, noise, hp, actor, critic, optimizer)
-                stepped, actor_loss = actor_step(state, batch.obs, hp, actor, critic, optimizer)
+                sampled = batch_at(state, index)
+                state, out = critic_step(state, sampled, noise, hp, actor, critic, optimizer)
+                stepped, actor_loss = actor_step(state, sampled.obs, hp, actor, critic, optimizer)
                 due = state.critic_steps % delay == 0
                 moved = ("actor_params", "actor_opt", "target_actor_params", "target_critic_params")
                 state = state.replace(
@@ -420,11 +400,13 @@ def make_agent(
             count = jnp.sum(due.astype(jnp.float32))
             actor_loss = jnp.where(count > 0, jnp.sum(jnp.where(due, actor_losses, 0.0)) / jnp.maximum(count, 1.0), 0.0)
         loss, q, grad_norm = jnp.mean(loss), jnp.mean(q), jnp.mean(grad_norm)
-        metrics = UpdateMetrics(
-            **replay.episode_sums(collected.done, collected.episode_return, collected.episode_length),
-            finite=jnp.isfinite(loss)
+        finite = (
+            jnp.isfinite(loss)
             & jnp.isfinite(actor_loss)
-            & optim.tree_all_finite((state.actor_params, state.critic_params)),
+            & optim.tree_all_finite((state.actor_params, state.critic_params))
+        )
+        metrics = UpdateMetrics(
+            loop=LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, finite),
             loss=loss,
             actor_loss=actor_loss,
             q=q,
@@ -446,11 +428,11 @@ def make_agent(
     phases = (
         (
             "collect: env step + actor + exploration noise + buffer write",
-            lambda state, hp: env_steps(state, algo.num_steps, hp.exploration_noise, hp.noise_correlation),
+            lambda state, hp: store(*env_steps(state, algo.num_steps, hp.exploration_noise, hp.noise_correlation)),
         ),
     )
     return Agent(
-        init, update, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs, phases=phases
+        init, collect, learn, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs, phases=phases
     )
 
 
@@ -458,68 +440,18 @@ def make_agent(
 # Declarations for the registry (jaxrl.algos)
 # ---------------------------------------------------------------------------
 
-PRESETS: dict[str, dict[str, Any]] = {
-    # TD3 on Pendulum: IQM ≥ −200 within 20k env steps per seed (docs).
-    "Pendulum-v1": {
-        "num_envs": 4,
-        "total_timesteps": 20_000,
-        "num_evals": 10,
-        "algo.num_steps": 8,
-        "algo.hidden_sizes": [64, 64],
-    },
-    # TD3 on brax's inverted pendulum: 1000 on 2 of 2 seeds at 60k steps for lr 1e-3
-    # with σ 0.1 or 0.3 (lr 3e-4: 0 and 1 of 2; at 30k steps: 123 and 397; docs).
-    "inverted_pendulum": {
-        "num_envs": 8,
-        "total_timesteps": 60_000,
-        "num_evals": 6,
-        "algo.num_steps": 8,
-        "algo.hidden_sizes": [64, 64],
-        "algo.lr": 1e-3,
-    },
-    # TD3 on MountainCarContinuous: correlated exploration noise reaches the flag
-    # (a return ≈ 93) on every seed of a 2 × 2 sweep (σ 0.5/1 × ρ 0.9/0.98) at 50k
-    # env steps; white noise (ρ = 0) at σ 0.5 / 1 on 0 / 4 and 2 / 4 seeds (docs).
-    "MountainCarContinuous-v0": {
-        "num_envs": 4,
-        "total_timesteps": 50_000,
-        "algo.num_steps": 8,
-        "algo.hidden_sizes": [64, 64],
-        "algo.exploration_noise": 1.0,
-        "algo.noise_correlation": 0.9,
-    },
-}
-
 
 def validate(config: Config) -> None:
-    """TD3's checks beyond the common ones."""
+    """TD3's checks beyond each field's own."""
     algo = config.algo
     replay.validate_replay(config, 256, 100000)
-    require_positive_int("algo.policy_delay", algo.policy_delay, 2)
     check_network(algo)
     check_mlp(algo, "[256,256]")
-    require_unit_interval("algo.gamma", algo.gamma, 0.99)
-    if not 0.0 < float(algo.tau) <= 1.0:
-        raise ConfigError("algo.tau", algo.tau, "must lie in (0, 1]", "pass algo.tau=0.005")
-    check_positive(algo, "lr", "max_grad_norm")
-    if not 0.0 <= float(algo.noise_correlation) < 1.0:
-        raise ConfigError(
-            "algo.noise_correlation",
-            algo.noise_correlation,
-            "must lie in [0, 1) (0: white noise)",
-            "pass algo.noise_correlation=0.9",
-        )
-    for name in ("exploration_noise", "target_noise", "noise_clip"):
-        if not float(getattr(algo, name)) >= 0:
-            raise ConfigError(
-                f"algo.{name}", getattr(algo, name), "must be ≥ 0", f"pass algo.{name}={getattr(TD3Config, name)}"
-            )
 
 
 ALGORITHM = Algorithm(
     name="td3",
     config=TD3Config,
-    hparams=HParams,
     make_agent=make_agent,
     seams=("network", "optimizer", "perf"),
     metrics=own_metrics(UpdateMetrics),
@@ -528,19 +460,6 @@ ALGORITHM = Algorithm(
     warmup=replay.warmup,
     env_fields=("env_state", "obs", "noise"),
     own_fields=("env_state", "obs", "key", "noise"),
-    presets=PRESETS,
+    presets=load_presets("td3"),
     validate=validate,
-    pbt_bounds={
-        k: PBT_BOUNDS[k]
-        for k in (
-            "lr",
-            "gamma",
-            "tau",
-            "exploration_noise",
-            "noise_correlation",
-            "target_noise",
-            "max_grad_norm",
-            "reward_scale",
-        )
-    },
 )

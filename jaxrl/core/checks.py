@@ -4,12 +4,20 @@ their ``validate`` hook; configs are duck-typed (``config.algo``, ``num_envs``, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from jaxrl.core.errors import ConfigError
 
 __all__ = [
     "ACTIVATIONS",
+    "Range",
+    "POSITIVE",
+    "NON_NEGATIVE",
+    "UNIT",
+    "OPEN_UNIT",
+    "POSITIVE_INT",
+    "NON_NEGATIVE_INT",
     "check_mlp",
     "check_non_negative",
     "check_positive",
@@ -24,6 +32,54 @@ __all__ = [
 
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
+
+
+@dataclass(frozen=True)
+class Range:
+    """A one-value range check for a config field's metadata
+    (:func:`jaxrl.core.fields.setting` / :func:`~jaxrl.core.fields.traced`):
+    ``Range(0, 1)`` is ``[0, 1]``, ``Range(0, lo_open=True)`` is ``> 0``; ``note``
+    is said after the range. Called as ``check(key, value, default)``; the fix
+    quotes the field's default."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    note: str = ""
+    integer: bool = False  # the value must be an int (not a bool)
+
+    def describe(self) -> str:
+        if self.integer and self.lo == 1 and self.hi is None:
+            return "must be a positive integer" + (f" ({self.note})" if self.note else "")
+        if self.hi is None:
+            text = f"must be {'>' if self.lo_open else '≥'} {self.lo:g}"
+        elif self.lo is None:
+            text = f"must be {'<' if self.hi_open else '≤'} {self.hi:g}"
+        else:
+            text = f"must lie in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        return text + (f" ({self.note})" if self.note else "")
+
+    def holds(self, value: Any) -> bool:
+        if self.integer and (isinstance(value, bool) or not isinstance(value, int)):
+            return False
+        value = float(value)
+        if self.lo is not None and not (value > self.lo if self.lo_open else value >= self.lo):
+            return False
+        return self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+
+    def __call__(self, key: str, value: Any, default: Any) -> None:
+        if not self.holds(value):
+            raise ConfigError(key, value, self.describe(), f"pass e.g. {key}={default}")
+
+
+POSITIVE = Range(0.0, lo_open=True)
+NON_NEGATIVE = Range(0.0)
+UNIT = Range(0.0, 1.0)
+OPEN_UNIT = Range(0.0, 1.0, lo_open=True)  # (0, 1]: a Polyak rate
+
+POSITIVE_INT = Range(1, integer=True)
+NON_NEGATIVE_INT = Range(0, integer=True)
 
 
 def require_positive_int(name: str, value: Any, example: int) -> None:

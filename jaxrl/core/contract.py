@@ -5,26 +5,42 @@ An :class:`Algorithm` is a typed, complete bundle in the spirit of optax's
 ``GradientTransformation``: one pure factory (``make_agent``, which binds the
 algorithm to an env, a number of envs and a budget and returns an
 :class:`Agent` of pure functions) plus the declarations the host needs — its
-config class and which of its fields are traced, its traced hyperparameter
-pytree, the metrics it logs, which state fields hold the env axis and which a
-PBT member keeps as its own, its warm-up, the action kinds it handles, its
-presets, its validation and its PBT bounds. Nothing else is asked of an
-algorithm; :func:`register` adds one from outside the package.
+config class (whose :func:`~jaxrl.core.fields.traced` fields are the
+hyperparameters, with their ranges and PBT bounds), the metrics it logs, which
+state fields hold the env axis and which a PBT member keeps as its own, its
+warm-up, the action kinds it handles, its presets and its cross-field
+validation. Nothing else is asked of an algorithm; :func:`register` adds one
+from outside the package (``jaxrl.algos`` registers the built-in ones).
+
+An agent separates acting from learning: ``collect`` is the in-program
+rollout, ``learn`` updates from a batch of transitions or sequences whoever
+collected it, and :meth:`Agent.update` is the two fused — what the compiled
+loop runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
+
+from jaxrl.core.fields import HParams, pbt_bounds, traced_names
 
 __all__ = [
     "Agent",
     "Algorithm",
     "LOOP_METRICS",
+    "LoopMetrics",
+    "Init",
+    "Collect",
+    "Learn",
+    "Act",
+    "RecurrentAct",
+    "InitCarry",
     "register",
+    "register_builtin",
+    "unregister",
     "get",
     "names",
     "configs",
@@ -33,34 +49,95 @@ __all__ = [
     "reset_carry",
 ]
 
-# Per-update metrics every agent returns for the loop itself (besides its own):
-# episode statistics over the episodes completed in the update, and whether the
-# update's loss, gradients and parameters were finite (a non-finite one is not applied).
-LOOP_METRICS = ("episode_return_sum", "episode_length_sum", "episodes", "finite")
+State = Any  # an algorithm's state for one member: a flax.struct.dataclass (checkpointed as is)
+Batch = Any  # what ``collect`` returns and ``learn`` takes: transitions or sequences, the algorithm's own type
+Metrics = Any  # a NamedTuple: loop (LoopMetrics), then the algorithm's declared metrics (scalars)
+
+
+class LoopMetrics(NamedTuple):
+    """What every update reports to the loop, besides the algorithm's own
+    metrics: episode statistics over the episodes completed in the update, and
+    whether its loss, gradients and parameters were finite (a non-finite update
+    is not applied). An algorithm's metrics NamedTuple holds it as its first
+    field, ``loop``."""
+
+    episode_return_sum: Any  # float32 []
+    episode_length_sum: Any  # float32 []
+    episodes: Any  # int32 []
+    finite: Any  # bool []
+
+    @classmethod
+    def of(cls, done: Any, episode_return: Any, episode_length: Any, finite: Any) -> LoopMetrics:
+        """The loop's metrics of a batch of steps: ``done`` (bool), and the
+        return and length of an episode ending at each step (same shape)."""
+        import jax.numpy as jnp
+
+        done_f = done.astype(jnp.float32)
+        return cls(
+            jnp.sum(episode_return * done_f), jnp.sum(episode_length * done_f), jnp.sum(done.astype(jnp.int32)), finite
+        )
+
+
+LOOP_METRICS = LoopMetrics._fields
+
+
+class Init(Protocol):
+    def __call__(self, key: Any, hp: HParams, /) -> State:
+        """A member's first state (replay learners: including the random-action warm-up)."""
+
+
+class Collect(Protocol):
+    def __call__(self, state: State, hp: HParams, update_idx: Any, /) -> tuple[State, Batch]:
+        """The in-program collect step: act in the member's envs, return what ``learn`` takes."""
+
+
+class Learn(Protocol):
+    def __call__(self, state: State, batch: Batch, hp: HParams, update_idx: Any, /) -> tuple[State, Metrics]:
+        """One update from ``batch`` (whoever collected it): ``(state, metrics)``."""
+
+
+class Act(Protocol):
+    def __call__(self, state: State, obs: Any, key: Any, /) -> Any:
+        """Env actions ``[...]`` for observations ``[..., *obs_shape]``."""
+
+
+class RecurrentAct(Protocol):
+    def __call__(self, state: State, carry: Any, obs: Any, key: Any, /) -> tuple[Any, Any]:
+        """``(carry, action)``: a recurrent policy's step; the carry ``[..., C]`` goes in and comes back."""
+
+
+class InitCarry(Protocol):
+    def __call__(self, state: State, batch_shape: tuple[int, ...], /) -> Any:
+        """float32 ``[*batch_shape, C]``: the carry at an episode's start."""
 
 
 class Agent(NamedTuple):
     """An algorithm bound to an env, a number of parallel envs and a budget.
 
     Every function is pure and written for ONE member (seed × hyperparameter
-    setting); the trainer vmaps them. ``update``'s metrics are a NamedTuple of
-    scalars holding :data:`LOOP_METRICS` and the algorithm's declared
-    :attr:`Algorithm.metrics`."""
+    setting); the trainer vmaps them. Metrics are a NamedTuple: ``loop``
+    (:class:`LoopMetrics`) and the algorithm's declared :attr:`Algorithm.metrics`
+    (scalars)."""
 
-    init: Any  # (key, hp) -> state (SAC: including the random-action warm-up)
-    update: Any  # (state, hp, update_idx int32 []) -> (state, metrics)
-    act: Any  # (state, obs [..., *obs], key) -> deterministic env action [...]
-    sample: Any  # (state, obs [..., *obs], key) -> env action sampled from the policy [...]
+    init: Init
+    collect: Collect
+    learn: Learn
+    act: Act | RecurrentAct  # deterministic env action
+    sample: Act | RecurrentAct  # env action sampled from the policy
     network: Any  # the flax module(s)
     steps_per_update: int  # env steps per update and member
-    warmup_steps: int = 0  # env steps per member taken inside init (SAC's random warm-up)
+    warmup_steps: int = 0  # env steps per member taken inside init (replay learners' random warm-up)
     # For profile=true: cumulative prefixes of ``update`` as ``(label, fn(state, hp) -> outputs)``,
     # each ending one phase later than the one before; the rest of ``update`` is the learner.
-    phases: tuple = ()
-    # Recurrent policies: (state, batch_shape) -> the carry at an episode's start, float32
-    # [*batch_shape, C] zeros; ``act`` and ``sample`` then take and return it:
-    # (state, carry, obs, key) -> (carry, action). None: memoryless act(state, obs, key) -> action.
-    init_carry: Any = None
+    phases: tuple[tuple[str, Callable[[State, HParams], Any]], ...] = ()
+    # Recurrent policies: the carry at an episode's start; ``act`` and ``sample`` then
+    # take and return it. None: memoryless act(state, obs, key) -> action.
+    init_carry: InitCarry | None = None
+
+    def update(self, state: State, hp: HParams, update_idx: Any) -> tuple[State, Metrics]:
+        """``collect`` then ``learn``: the in-program update the trainer scans."""
+        state, batch = self.collect(state, hp, update_idx)
+        return self.learn(state, batch, hp, update_idx)
 
 
 def policy_step(agent: Agent, deterministic: bool = True) -> tuple[Any, Any]:
@@ -91,9 +168,11 @@ def reset_carry(carry: Any, done: Any) -> Any:
 
 
 def own_metrics(metrics_type: type) -> tuple[str, ...]:
-    """The fields of an agent's metrics NamedTuple beyond :data:`LOOP_METRICS`:
-    what :attr:`Algorithm.metrics` declares."""
-    return tuple(f for f in metrics_type._fields if f not in LOOP_METRICS)
+    """The fields of an agent's metrics NamedTuple beside its ``loop``
+    (:class:`LoopMetrics`): what :attr:`Algorithm.metrics` declares."""
+    if "loop" not in metrics_type._fields:
+        raise TypeError(f"{metrics_type.__name__} needs a first field `loop: LoopMetrics`")
+    return tuple(f for f in metrics_type._fields if f != "loop")
 
 
 def _no_warmup(algo_config: Any, num_envs: int) -> int:
@@ -109,21 +188,20 @@ class Algorithm:
     """One algorithm as the rest of jaxrl sees it.
 
     ``config`` is a frozen dataclass with a ``name`` field (the ``algo=NAME``
-    hydra group; its other fields are ``algo.*`` keys), a ``num_steps`` field
-    (env steps per env and update) and a ``TRACED`` class attribute naming its
-    float hyperparameters; ``hparams`` is the pytree of
-    those (``hparams.from_config(config)``), passed to the compiled program as
-    an argument so that one compile serves every seed and setting.
+    hydra group; its other fields are ``algo.*`` keys) and a ``num_steps`` field
+    (env steps per env and update); its float hyperparameters are declared with
+    :func:`jaxrl.core.fields.traced` (range and PBT bounds on the same line) and
+    reach the compiled program as an :class:`~jaxrl.core.fields.HParams` pytree,
+    so one compile serves every seed and setting.
     ``make_agent(algo_config, env, num_envs, num_updates, env_params, **seams) -> Agent``
     where ``seams`` holds the keyword arguments it declares in :attr:`seams`
-    (``network=``, ``optimizer=``) when research code passes them to ``make_train``.
+    (``network=``, ``optimizer=``, ``perf=``) when ``make_train`` passes them.
     """
 
     name: str
     config: type
-    hparams: type
     make_agent: Callable[..., Agent]
-    metrics: tuple[str, ...]  # its per-update metrics beyond LOOP_METRICS, logged everywhere
+    metrics: tuple[str, ...]  # its per-update metrics beyond LoopMetrics, logged everywhere
     description: str = ""
     # Agent-state fields whose leading axis is the env axis (split by parallel=data).
     env_fields: tuple[str, ...] = ("env_state", "obs")
@@ -134,8 +212,7 @@ class Algorithm:
     data_parallel: bool = False  # parallel=data (one run's envs split over devices) works
     warmup: Callable[[Any, int], int] = _no_warmup  # (algo_config, num_envs) -> env steps per member before update 1
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # env id -> overrides
-    validate: Callable[[Any], None] = _no_checks  # (Config) -> None, raising ConfigError; beyond the common checks
-    pbt_bounds: Mapping[str, tuple[float, float, bool]] = field(default_factory=dict)  # name -> (lo, hi, log)
+    validate: Callable[[Any], None] = _no_checks  # (Config) -> None, raising ConfigError; checks across fields
     # Keyword arguments make_agent takes: "network" (a flax torso module) and
     # "optimizer" (jaxrl.rl.optim.Spec) from make_train(config, network=…, optimizer=…),
     # "perf" (bool: config.perf resolved by jaxrl.perf) from the run's config.
@@ -148,18 +225,9 @@ class Algorithm:
             raise TypeError(f"Algorithm {self.name!r}: config needs num_steps (env steps per env and update)")
         if self.config().name != self.name:
             raise TypeError(f"Algorithm {self.name!r}: its config's default name is {self.config().name!r}")
-        traced = getattr(self.config, "TRACED", None)
-        fields = {f.name for f in dataclasses.fields(self.config)}
-        if not isinstance(traced, tuple) or not set(traced) <= fields:
-            raise TypeError(f"Algorithm {self.name!r}: config.TRACED must be a tuple of its field names")
-        if not hasattr(self.hparams, "from_config"):
-            raise TypeError(f"Algorithm {self.name!r}: hparams needs a from_config(config) classmethod")
-        clash = set(self.metrics) & set(LOOP_METRICS)
+        clash = set(self.metrics) & {*LOOP_METRICS, "loop"}
         if clash:
             raise TypeError(f"Algorithm {self.name!r}: metrics {sorted(clash)} are the loop's own")
-        unknown = set(self.pbt_bounds) - set(traced)
-        if unknown:
-            raise TypeError(f"Algorithm {self.name!r}: PBT bounds for untraced fields {sorted(unknown)}")
         if not set(self.seams) <= {"network", "optimizer", "perf"}:
             raise TypeError(f"Algorithm {self.name!r}: seams may name network, optimizer and perf")
         if not set(self.actions) <= {"discrete", "continuous"} or not self.actions:
@@ -167,20 +235,28 @@ class Algorithm:
 
     @property
     def traced(self) -> tuple[str, ...]:
-        return tuple(self.config.TRACED)
+        """Its float hyperparameters (the config's traced fields), in order."""
+        return traced_names(self.config)
+
+    @property
+    def pbt_bounds(self) -> dict[str, tuple[float, float, bool]]:
+        """``{name: (lo, hi, log)}`` of the hyperparameters PBT may evolve."""
+        return pbt_bounds(self.config)
+
+    def hparams(self, algo_config: Any) -> HParams:
+        """The traced hyperparameters of ``algo_config`` (float32 scalars)."""
+        return HParams.from_config(algo_config)
 
 
-# Built-in algorithms, imported on first use (each module defines ALGORITHM).
-_BUILTIN = {
-    "ppo": "jaxrl.algos.ppo",
-    "sac": "jaxrl.algos.sac",
-    "a2c": "jaxrl.algos.a2c",
-    "reinforce": "jaxrl.algos.reinforce",
-    "pqn": "jaxrl.algos.pqn",
-    "dqn": "jaxrl.algos.dqn",
-    "td3": "jaxrl.algos.td3",
-}
+_BUILTIN: dict[str, Algorithm] = {}
 _REGISTRY: dict[str, Algorithm] = {}
+
+
+def register_builtin(algorithm: Algorithm) -> Algorithm:
+    """``jaxrl.algos`` registers each of its own algorithms with this once."""
+    _BUILTIN[algorithm.name] = algorithm
+    _REGISTRY.setdefault(algorithm.name, algorithm)
+    return algorithm
 
 
 def register(algorithm: Algorithm, *, replace: bool = False) -> Algorithm:
@@ -189,8 +265,8 @@ def register(algorithm: Algorithm, *, replace: bool = False) -> Algorithm:
     taken (a built-in one included) needs ``replace=True``."""
     if not isinstance(algorithm, Algorithm):
         raise TypeError(f"register() takes a jaxrl.algos.Algorithm, not {type(algorithm).__name__}")
-    taken = algorithm.name in _REGISTRY or algorithm.name in _BUILTIN
-    if taken and not replace and _REGISTRY.get(algorithm.name) is not algorithm:
+    taken = algorithm.name in _REGISTRY
+    if taken and not replace and _REGISTRY[algorithm.name] is not algorithm:
         raise ValueError(f"algorithm {algorithm.name!r} is registered already (pass replace=True)")
     _REGISTRY[algorithm.name] = algorithm
     return algorithm
@@ -199,18 +275,18 @@ def register(algorithm: Algorithm, *, replace: bool = False) -> Algorithm:
 def unregister(name: str) -> None:
     """Remove an algorithm :func:`register` added (a built-in one cannot be removed;
     one that replaced a built-in gives the built-in back)."""
-    if name not in _REGISTRY and name not in _BUILTIN:
+    if name not in _REGISTRY:
         raise KeyError(name)
-    if name in _BUILTIN and _REGISTRY.get(name, None) in (None, importlib.import_module(_BUILTIN[name]).ALGORITHM):
-        raise ValueError(f"algorithm {name!r} is built in")
-    _REGISTRY.pop(name, None)
+    if name in _BUILTIN:
+        if _REGISTRY[name] is _BUILTIN[name]:
+            raise ValueError(f"algorithm {name!r} is built in")
+        _REGISTRY[name] = _BUILTIN[name]
+        return
+    del _REGISTRY[name]
 
 
 def get(name: str) -> Algorithm:
     """The algorithm registered as ``name`` (KeyError if none)."""
-    if name not in _REGISTRY and name in _BUILTIN:
-        module = importlib.import_module(_BUILTIN[name])
-        _REGISTRY.setdefault(name, module.ALGORITHM)
     return _REGISTRY[name]
 
 
@@ -235,7 +311,7 @@ class _Configs(Mapping):
         return len(names())
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in names()
+        return isinstance(name, str) and name in _REGISTRY
 
 
 configs = _Configs()
@@ -244,8 +320,3 @@ configs = _Configs()
 def algorithm_for(algo: Any) -> Algorithm:
     """The registered :class:`Algorithm` of an algorithm config (or its name)."""
     return get(algo if isinstance(algo, str) else algo.name)
-
-
-def hparams_for(algo: Any) -> Any:
-    """The traced hyperparameter pytree of an algorithm config."""
-    return algorithm_for(algo).hparams.from_config(algo)

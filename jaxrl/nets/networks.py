@@ -30,6 +30,7 @@ __all__ = [
     "CNN",
     "ActorCritic",
     "QNetwork",
+    "TwinCritic",
     "ACTIVATIONS",
     "NORMS",
     "TorsoFactory",
@@ -65,7 +66,7 @@ def _normalize(x: jax.Array, norm: str) -> jax.Array:
     return nn.LayerNorm()(x) if norm == "layer_norm" else x
 
 
-def dense(features: int, scale: float, name: str | None = None, perf: bool = True) -> nn.Dense:
+def dense(features: int, scale: float, name: str | None = None, perf: bool = False) -> nn.Dense:
     """``nn.Dense`` ``[..., in] → [..., features]``: orthogonal kernel of gain
     ``scale`` (:func:`orthogonal`), zero bias; the :func:`dense_dot_general`
     product with ``perf`` (jaxrl.perf), ``lax.dot_general``'s without."""
@@ -87,7 +88,7 @@ class MLP(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
     obs_ndim: int = 1
-    perf: bool = True
+    perf: bool = False
     norm: str = "none"
 
     @nn.compact
@@ -148,7 +149,7 @@ class CNN(nn.Module):
     strides: Sequence[int] = (1,)
     hidden_sizes: Sequence[int] = (128,)
     activation: str = "relu"
-    perf: bool = True
+    perf: bool = False
     norm: str = "none"
 
     @nn.compact
@@ -195,7 +196,7 @@ class ActorCritic(nn.Module):
     squash: str = "clip"  # continuous actions: "tanh" or "clip" (read by jaxrl.algos.ppo.distribution)
     log_std_init: float = 0.0
     torso: nn.Module | None = None  # [..., *obs_shape] → [..., features]
-    perf: bool = True
+    perf: bool = False
 
     def _make_torso(self) -> nn.Module:
         if self.torso is None:
@@ -240,7 +241,7 @@ class QNetwork(nn.Module):
     action_dim: int
     torso: nn.Module
     dueling: bool = False
-    perf: bool = True
+    perf: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
@@ -252,6 +253,29 @@ class QNetwork(nn.Module):
         return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
 
 
+class TwinCritic(nn.Module):
+    """Twin Q-functions of a continuous-action learner (SAC, TD3):
+    ``(obs [..., obs], action [..., d]) → [2, ...]``, each a torso (default: an
+    MLP of ``hidden_sizes``) on ``[obs, action]`` under a linear head."""
+
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+    torso: nn.Module | None = None  # [..., obs + action] → [..., features]
+    perf: bool = False
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        x = jnp.concatenate([obs, action], axis=-1)
+
+        def torso(i: int) -> nn.Module:
+            if self.torso is None:
+                return MLP(self.hidden_sizes, self.activation, perf=self.perf)
+            return with_perf(self.torso, self.perf).clone(parent=self, name=f"q{i}_torso")
+
+        qs = [dense(1, 1.0, perf=self.perf)(torso(i)(x))[..., 0] for i in range(2)]
+        return jnp.stack(qs)
+
+
 def with_perf(module: nn.Module, perf: bool) -> nn.Module:
     """``module`` with its ``perf`` field set (a module without one, as given)."""
     if "perf" in {f.name for f in dataclasses.fields(module)}:
@@ -259,7 +283,7 @@ def with_perf(module: nn.Module, perf: bool) -> nn.Module:
     return module
 
 
-def init(module: nn.Module, key: jax.Array, *example: Any, perf: bool = True) -> Any:
+def init(module: nn.Module, key: jax.Array, *example: Any, perf: bool = False) -> Any:
     """A module's parameters: :func:`init_params` (one draw for every orthogonal
     kernel) with ``perf``, ``module.init(key, *example)`` itself without."""
     return init_params(module, key, *example) if perf else module.init(key, *example)

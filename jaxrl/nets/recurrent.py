@@ -66,7 +66,7 @@ class GRU(nn.Module):
     activation: str = "tanh"
     obs_ndim: int = 1
     encoder: nn.Module | None = None
-    perf: bool = True
+    perf: bool = False
 
     recurrent: ClassVar[bool] = True
 
@@ -155,7 +155,7 @@ class LRU(nn.Module):
     r_max: float = 0.99
     max_phase: float = float(np.pi)
     method: str = "associative"
-    perf: bool = True
+    perf: bool = False
 
     recurrent: ClassVar[bool] = True
 
@@ -233,7 +233,7 @@ class RecurrentActorCritic(nn.Module):
     activation: str = "tanh"
     squash: str = "clip"
     log_std_init: float = 0.0
-    perf: bool = True
+    perf: bool = False
 
     recurrent: ClassVar[bool] = True
     shared_torso: ClassVar[bool] = True

@@ -64,7 +64,7 @@ def permutation(on: bool, key: jax.Array, n: int) -> jax.Array:
     return jax.random.permutation(key, n).astype("int32")
 
 
-def compile_options(on: bool) -> dict[str, Any] | None:
-    """Compile options for jaxrl's programs: LLVM ``-O1`` on XLA:CPU when ``on``
-    (:func:`jaxrl.perf.platform.compiler_options`), XLA's own otherwise."""
-    return compiler_options() if on else None
+def compile_options(on: bool, level: int | None = 1) -> dict[str, Any] | None:
+    """Compile options for jaxrl's programs: LLVM ``-O<level>`` on XLA:CPU when
+    ``on`` (:func:`jaxrl.perf.platform.compiler_options`), XLA's own otherwise."""
+    return compiler_options(level) if on else None

@@ -24,18 +24,12 @@ from jax.custom_batching import custom_vmap
 
 __all__ = [
     "SMALL_CONTRACTION",
-    "TRANSPOSED_BACKWARD",
     "dense_dot_general",
+    "make_dot_general",
     "init_many",
     "init_params",
     "orthogonal",
 ]
-
-
-# Dense layers compute their kernel gradient as ``xᵀ [in, B] @ g [B, out]``
-# with ``xᵀ`` materialized (see :func:`dense_dot_general`); False gives
-# ``lax.dot_general``'s own backward (experiments/bench/learner.py compares both).
-TRANSPOSED_BACKWARD = True
 
 
 # Products contracting at most this many features are computed, under
@@ -113,6 +107,24 @@ def _matmul_bwd(res: tuple[jax.Array, jax.Array], g: jax.Array) -> tuple[jax.Arr
 _matmul.defvjp(_matmul_fwd, _matmul_bwd)
 
 
+def make_dot_general(transposed_backward: bool = True) -> Any:
+    """``nn.Dense``'s product ``x [..., in] @ kernel [in, out]`` as a
+    ``dot_general`` argument: :func:`dense_dot_general` (``transposed_backward``,
+    jaxrl's), else ``lax.dot_general`` itself (``experiments/bench/learner.py``
+    compares both backward layouts)."""
+
+    def dot_general(
+        x: jax.Array,
+        kernel: jax.Array,
+        dimension_numbers: Any,
+        precision: Any = None,
+        preferred_element_type: Any = None,
+    ) -> jax.Array:
+        return _dot_general(x, kernel, dimension_numbers, precision, preferred_element_type, transposed_backward)
+
+    return dot_general
+
+
 def dense_dot_general(
     x: jax.Array,
     kernel: jax.Array,
@@ -129,9 +141,20 @@ def dense_dot_general(
     optimization barrier keeps XLA from folding the transpose back in. Other
     dimension numbers, precisions or kernel ranks use ``lax.dot_general``.
     """
+    return _dot_general(x, kernel, dimension_numbers, precision, preferred_element_type, True)
+
+
+def _dot_general(
+    x: jax.Array,
+    kernel: jax.Array,
+    dimension_numbers: Any,
+    precision: Any,
+    preferred_element_type: Any,
+    transposed_backward: bool,
+) -> jax.Array:
     (lhs_contract, rhs_contract), batch = dimension_numbers
     plain = (
-        not TRANSPOSED_BACKWARD
+        not transposed_backward
         or precision is not None
         or preferred_element_type is not None
         or kernel.ndim != 2

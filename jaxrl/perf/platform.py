@@ -1,4 +1,11 @@
-"""Process-level XLA settings, applied before jax starts its backend.
+"""Process-level XLA settings, applied by the CLI entry points before jax
+starts its backend, and the :class:`Process` record of what they chose.
+
+The CLI reads jaxrl's environment variables (``JAXRL_CPU_DEVICES``,
+``JAXRL_CPU_THREADS``, ``JAXRL_CPU_OPT_LEVEL``, ``JAXRL_COMPILE_CACHE``) once,
+where a command starts (:func:`process_settings`), and passes the resulting
+:class:`Process` down; nothing else in jaxrl reads them, and nothing here keeps
+module state.
 
 jaxlib 0.10.0–0.10.2 can deadlock deterministically on some vmapped PPO
 programs on multi-core CPUs (every XLA worker idle, the caller blocked in
@@ -12,9 +19,28 @@ from __future__ import annotations
 import hashlib
 import os
 import platform as host
+from dataclasses import dataclass
 from importlib import metadata
 
 from jaxrl.core.errors import ConfigError
+
+__all__ = [
+    "Process",
+    "process_settings",
+    "configure",
+    "quiet_libraries",
+    "request_deterministic",
+    "compiler_options",
+    "cpu_opt_level",
+    "check_environment",
+    "host_key",
+    "cache_dir",
+    "enable_compile_cache",
+    "usable_cores",
+    "split_cpu_devices",
+    "cpu_threads_for",
+    "size_cpu_pool",
+]
 
 _SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 _HANG_PRONE = ("0.10.0", "0.10.1", "0.10.2")
@@ -59,31 +85,29 @@ def request_deterministic() -> None:
 _OPT_LEVEL_OPTION = "xla_backend_optimization_level"
 
 
-def compiler_options() -> dict[str, int] | None:
-    """Compile options for jaxrl's own programs: LLVM ``-O1`` on the CPU backend.
+def compiler_options(level: int | None = 1) -> dict[str, int] | None:
+    """Compile options for jaxrl's own programs: LLVM ``-O<level>`` on the CPU
+    backend (``None``: XLA's own).
 
     XLA:CPU compiles each of a training program's many small fused loops with
     LLVM; at its default level most of the compile goes into optimizations
     that do not pay on loops this small. ``-O1`` took a fifth to a third off
     the compile of the CartPole PPO programs with equal or better run time
     (``python experiments/bench/peers.py cartpole``). Nothing on other
-    backends, and nothing when ``XLA_FLAGS`` sets the level itself or
-    ``JAXRL_CPU_OPT_LEVEL=default``; ``JAXRL_CPU_OPT_LEVEL=N`` picks ``N``."""
+    backends. The CLI passes :attr:`Process.opt_level` (``JAXRL_CPU_OPT_LEVEL``)."""
     import jax
 
-    level = cpu_opt_level()
-    if level is None or _OPT_LEVEL_OPTION in os.environ.get("XLA_FLAGS", ""):
-        return None
-    if jax.default_backend() != "cpu":
+    if level is None or jax.default_backend() != "cpu":
         return None
     return {_OPT_LEVEL_OPTION: level}
 
 
 def cpu_opt_level() -> int | None:
     """``JAXRL_CPU_OPT_LEVEL`` (default 1): an LLVM level 0–3, or ``None`` for
-    ``default`` (XLA's own). Anything else is a :class:`jaxrl.core.errors.ConfigError`."""
+    ``default`` (XLA's own) or when ``XLA_FLAGS`` sets the level itself.
+    Anything else is a :class:`jaxrl.core.errors.ConfigError`."""
     setting = os.environ.get("JAXRL_CPU_OPT_LEVEL", "1").strip()
-    if setting == "default":
+    if setting == "default" or _OPT_LEVEL_OPTION in os.environ.get("XLA_FLAGS", ""):
         return None
     if setting not in ("0", "1", "2", "3"):
         raise ConfigError(
@@ -149,15 +173,16 @@ def host_key(cpuinfo: str | None = None) -> str:
     return f"{host.machine() or 'cpu'}-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
 
 
-def cache_dir(setting: str) -> str | None:
+def cache_dir(setting: str, auto: str = "") -> str | None:
     """The persistent compilation cache directory for ``compile_cache=setting``
-    (``None``: off). ``auto`` is ``$JAXRL_COMPILE_CACHE`` if set (a directory or
-    ``off``), else ``$XDG_CACHE_HOME/jaxrl/xla/<host_key()>`` (default
+    (``None``: off). ``auto`` is the ``auto`` given (the CLI passes
+    ``$JAXRL_COMPILE_CACHE``: a directory or ``off``) if any, else
+    ``$XDG_CACHE_HOME/jaxrl/xla/<host_key()>`` (default
     ``~/.cache/jaxrl/xla/<host_key()>``: one cache per kind of CPU). A
     directory given explicitly is used as it is."""
     setting = setting.strip()
     if setting == "auto":
-        setting = os.environ.get("JAXRL_COMPILE_CACHE", "").strip() or "auto"
+        setting = auto.strip() or "auto"
     if setting.lower() in ("off", "false", "none", "0"):
         return None
     if setting == "auto":
@@ -166,7 +191,7 @@ def cache_dir(setting: str) -> str | None:
     return os.path.abspath(os.path.expanduser(setting))
 
 
-def enable_compile_cache(setting: str) -> str | None:
+def enable_compile_cache(setting: str, auto: str = "") -> str | None:
     """Turn on JAX's persistent compilation cache (every compiled program of
     this process that takes ≥ 0.3 s to compile is stored; a later launch of the
     same program loads it instead of compiling). Programs with host callbacks
@@ -175,7 +200,7 @@ def enable_compile_cache(setting: str) -> str | None:
     Returns the directory in use, or ``None`` when off or not writable."""
     import jax
 
-    path = cache_dir(setting)
+    path = cache_dir(setting, auto)
     if path is None:
         return None
     try:
@@ -197,11 +222,6 @@ def enable_compile_cache(setting: str) -> str | None:
     return path
 
 
-# Set by split_cpu_devices(): how many host-platform devices the CLI asked XLA
-# for (0: none, the user's own XLA_FLAGS or the default single CPU device).
-AUTO_CPU_DEVICES = 0
-
-
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -216,8 +236,8 @@ def split_cpu_devices() -> int:
     2-core CPU the default ``env=cartpole seeds=16`` run trains ≈ 1.6× faster
     than on XLA's single CPU device, whose intra-op threads mostly idle on
     small RL networks. Affects only the CPU platform; GPUs/TPUs are untouched.
-    Leaves an explicit ``--xla_force_host_platform_device_count`` alone."""
-    global AUTO_CPU_DEVICES
+    Leaves an explicit ``--xla_force_host_platform_device_count`` alone.
+    Returns the count set (0: none)."""
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_force_host_platform_device_count" in flags:
         return 0
@@ -226,13 +246,8 @@ def split_cpu_devices() -> int:
     if n <= 1:
         return 0
     os.environ["XLA_FLAGS"] = (flags + f" --xla_force_host_platform_device_count={n}").strip()
-    AUTO_CPU_DEVICES = n
     return n
 
-
-# Set by size_cpu_pool(): the XLA:CPU client's thread count the CLI chose
-# (0: XLA's default, one per usable core, or the user's own PJRT_NPROC/NPROC).
-AUTO_CPU_THREADS = 0
 
 # One member with at most this many envs counts as a small program (below).
 SMALL_PROGRAM_ENVS = 64
@@ -273,27 +288,35 @@ def cpu_threads_for(members: int, envs_per_member: int, one_device: bool = True)
     return None
 
 
-def _backend_started() -> bool:
-    """Whether jax has created its backends (then the pool is sized already)."""
-    try:
-        from jax._src import xla_bridge
-
-        return bool(xla_bridge.backends_are_initialized())
-    except (ImportError, AttributeError):  # private API moved: assume a fresh process
-        return False
-
-
 def size_cpu_pool(members: int, envs_per_member: int, one_device: bool = True) -> int:
     """CLI only, before jax starts: size the XLA:CPU client's thread pool for
     the job (:func:`cpu_threads_for`) through ``PJRT_NPROC``. Leaves a
-    ``PJRT_NPROC`` or ``NPROC`` the user set alone, and does nothing once jax's
-    backends exist (an in-process call). Returns the count set (0: none)."""
-    global AUTO_CPU_THREADS
-    if "PJRT_NPROC" in os.environ or "NPROC" in os.environ or _backend_started():
+    ``PJRT_NPROC`` or ``NPROC`` the user set (or an earlier call of this
+    process) alone. Returns the count set (0: none)."""
+    if "PJRT_NPROC" in os.environ or "NPROC" in os.environ:
         return 0
     threads = cpu_threads_for(members, envs_per_member, one_device)
     if threads is None:
         return 0
     os.environ["PJRT_NPROC"] = str(threads)
-    AUTO_CPU_THREADS = threads
     return threads
+
+
+@dataclass(frozen=True)
+class Process:
+    """What a run takes from its process: the settings the CLI made before jax
+    started and the environment variables it read. Library callers get the
+    defaults (no CPU split, XLA's thread pool, ``-O1``, the user cache dir)."""
+
+    cpu_devices: int = 0  # XLA:CPU devices the CLI split the host into (0: none)
+    cpu_threads: int = 0  # the XLA:CPU client's threads the CLI chose (0: XLA's default)
+    opt_level: int | None = 1  # LLVM level of jaxrl's programs on XLA:CPU (None: XLA's own)
+    compile_cache: str = ""  # where compile_cache=auto points ($JAXRL_COMPILE_CACHE; "": the user cache dir)
+
+
+def process_settings(cpu_devices: int = 0, cpu_threads: int = 0) -> Process:
+    """The :class:`Process` of a command: the CPU split and pool it set, and
+    jaxrl's environment variables, read once here (a bad value is a one-line
+    :class:`~jaxrl.core.errors.ConfigError`)."""
+    check_environment()
+    return Process(cpu_devices, cpu_threads, cpu_opt_level(), os.environ.get("JAXRL_COMPILE_CACHE", "").strip())

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from jaxrl.rl.advantages import gae
 
-__all__ = ["q_lambda", "n_step_return", "q_target", "epsilon_greedy", "linear_epsilon"]
+__all__ = ["q_lambda", "n_step_return", "q_target", "td_loss", "epsilon_greedy", "linear_epsilon"]
 
 
 def q_lambda(
@@ -109,3 +109,13 @@ def linear_epsilon(
     span = jnp.asarray(fraction, jnp.float32) * jnp.asarray(total, jnp.float32)
     progress = jnp.where(span > 0, jnp.asarray(step, jnp.float32) / jnp.maximum(span, 1.0), 1.0)
     return end + (start - end) * jnp.clip(1.0 - progress, 0.0, 1.0)
+
+
+def td_loss(q: jax.Array, target: jax.Array, kind: str = "mse") -> jax.Array:
+    """Mean regression loss of ``q`` ``[B]`` to ``target`` ``[B]`` (no gradient into
+    the target): ``½ (q − y)²`` (``"mse"``) or Huber with δ = 1 (``"huber"``)."""
+    error = q - jax.lax.stop_gradient(target)
+    if kind == "huber":
+        absolute = jnp.abs(error)
+        return jnp.mean(jnp.where(absolute <= 1.0, 0.5 * jnp.square(error), absolute - 0.5))
+    return jnp.mean(0.5 * jnp.square(error))

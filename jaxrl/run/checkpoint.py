@@ -33,11 +33,10 @@ STATE_FILES = ("_METADATA", "manifest.ocdbt")
 DAMAGED_DIR = "damaged"
 
 
-def config_hash(config_dict: dict[str, Any]) -> str:
-    """Stable hash of everything that shapes the compiled program and its numbers."""
-    ignored = {"run_dir", "runs_root", "resume", "progress", "plots", "keep", "checkpoint", "logger", "wandb_project"}
-    relevant = {k: v for k, v in config_dict.items() if k not in ignored}
-    text = json.dumps(relevant, sort_keys=True, default=str)
+def config_hash(data: dict[str, Any]) -> str:
+    """Stable hash of a JSON-able dict (what shapes the compiled program and its
+    numbers: :func:`jaxrl.run.rundir.config_digest` chooses it)."""
+    text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

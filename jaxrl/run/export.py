@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 from jaxrl.core.errors import make_dir
 from jaxrl.envs import Discrete
-from jaxrl.run.driver import write_json
+from jaxrl.run.io import write_json
 from jaxrl.run.policy import open_run
 
 __all__ = ["RUNNER", "export_policy"]
@@ -38,6 +39,39 @@ else:
 '''
 
 
+def _description(run: Any, member: int, deterministic: bool, exported: Any, carry_size: int | None) -> dict[str, Any]:
+    """``policy.json``: the env's spaces, how to call the artifact, where it came from."""
+    import jax
+
+    space = run.env.action_space
+    action = (
+        {"kind": "discrete", "n": space.n}
+        if isinstance(space, Discrete)
+        else {"kind": "continuous", "shape": list(space.shape), "low": space.low.tolist(), "high": space.high.tolist()}
+    )
+    call = "exported.call(leaves, obs[B, *obs_shape] float32, key_data uint32[2]) -> actions[B, ...]"
+    extra = {}
+    if carry_size is not None:
+        call = (
+            "exported.call(leaves, carry[B, carry_size] float32, obs[B, *obs_shape] float32, key_data uint32[2])"
+            " -> (carry, actions[B, ...]); the carry starts at zeros and is zeroed where an episode ends"
+        )
+        extra = {"carry_size": carry_size}
+    return {
+        "env": run.env.name,
+        "algo": run.config.algo.name,
+        "seed": run.members.seeds[member],
+        "deterministic": deterministic,
+        "obs_shape": list(run.env.obs_shape),
+        "action": action,
+        "platforms": list(exported.platforms),
+        "call": call,
+        **extra,
+        "jax_version": jax.__version__,
+        "checkpoint_chunk": run.meta.get("chunk"),
+    }
+
+
 def export_policy(
     run_dir: str,
     seed: int | None = None,
@@ -53,7 +87,7 @@ def export_policy(
     run = open_run(run_dir)
     for note in run.notes:
         (log or warnings.warn)(note)
-    member = run.member_index(run.job.seeds[0] if seed is None else int(seed))
+    member = run.member_index(run.members.seeds[0] if seed is None else int(seed))
     state = run.agent_state(member)
     state = state.replace(
         **{name: None for name in run.trainer.algorithm.own_fields}
@@ -85,40 +119,14 @@ def export_policy(
     except Exception:  # a platform without lowering rules here: export for this one only
         exported = jax.export.export(jax.jit(policy))(*args)
     blob = exported.serialize()  # before anything is written
-    out = out or os.path.join(run.run_dir, f"export-seed{run.job.seeds[member]}")
+    out = out or os.path.join(run.run_dir, f"export-seed{run.members.seeds[member]}")
     make_dir("out", out, "pass out=DIR in a writable directory")
     with open(os.path.join(out, "policy.jaxexport"), "wb") as f:
         f.write(blob)
     np.savez(os.path.join(out, "params.npz"), **{f"p{i:04d}": np.asarray(x) for i, x in enumerate(leaves)})
-    space = run.env.action_space
-    action = (
-        {"kind": "discrete", "n": space.n}
-        if isinstance(space, Discrete)
-        else {"kind": "continuous", "shape": list(space.shape), "low": space.low.tolist(), "high": space.high.tolist()}
-    )
-    call = "exported.call(leaves, obs[B, *obs_shape] float32, key_data uint32[2]) -> actions[B, ...]"
-    extra = {}
-    if recurrent:
-        call = (
-            "exported.call(leaves, carry[B, carry_size] float32, obs[B, *obs_shape] float32, key_data uint32[2])"
-            " -> (carry, actions[B, ...]); the carry starts at zeros and is zeroed where an episode ends"
-        )
-        extra = {"carry_size": carry_size}
     write_json(
         os.path.join(out, "policy.json"),
-        {
-            "env": run.env.name,
-            "algo": run.config.algo.name,
-            "seed": run.job.seeds[member],
-            "deterministic": deterministic,
-            "obs_shape": list(run.env.obs_shape),
-            "action": action,
-            "platforms": list(exported.platforms),
-            "call": call,
-            **extra,
-            "jax_version": jax.__version__,
-            "checkpoint_chunk": run.meta.get("chunk"),
-        },
+        _description(run, member, deterministic, exported, carry_size if recurrent else None),
     )
     with open(os.path.join(out, "run_policy.py"), "w") as f:
         f.write(RUNNER)

@@ -30,7 +30,6 @@ from typing import Any
 
 from jaxrl.core.config import Config
 from jaxrl.core.errors import ConfigError, error_line
-from jaxrl.perf import platform
 from jaxrl.run.checkpoint import layout_of
 
 __all__ = [
@@ -100,8 +99,10 @@ def is_primary() -> bool:
     return jax.process_index() == 0
 
 
-def plan(config: Config, num_members: int) -> Plan | None:
-    """The device layout of a job with ``num_members`` members (None: one device)."""
+def plan(config: Config, num_members: int, cpu_devices: int = 0) -> Plan | None:
+    """The device layout of a job with ``num_members`` members (None: one
+    device); ``cpu_devices``: the XLA:CPU devices the CLI split the host into
+    (:attr:`jaxrl.perf.platform.Process.cpu_devices`)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
@@ -109,7 +110,7 @@ def plan(config: Config, num_members: int) -> Plan | None:
     devices = jax.devices()
     multi = jax.process_count() > 1
     n = config.devices or len(devices)
-    if not config.devices and not multi and platform.AUTO_CPU_DEVICES and devices[0].platform == "cpu":
+    if not config.devices and not multi and cpu_devices and devices[0].platform == "cpu":
         # the CLI's one-device-per-core split: use as many cores as divide the members
         # evenly (data parallelism over CPU cores does not pay: one device)
         n = max(d for d in range(1, n + 1) if num_members % d == 0) if config.parallel == "seeds" else 1

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jaxrl import envs
 from jaxrl.core.config import Config
 from jaxrl.core.errors import ConfigError
-from jaxrl.run import driver, sweeping, training
-from jaxrl.trainer.loop import make_train
+from jaxrl.run import program, sweeping
+from jaxrl.run.overrides import load_run_config
+from jaxrl.run.spec import Members, RunSpec, members_of, prepare
 
 __all__ = ["Run", "RecurrentPolicy", "open_run", "load_policy"]
 
@@ -36,28 +36,45 @@ __all__ = ["Run", "RecurrentPolicy", "open_run", "load_policy"]
 class Run:
     """A finished or stopped run (or sweep group), loaded from disk."""
 
-    run_dir: str
-    config: Config
-    env: Any
-    job: Any  # driver.Job
-    carry: Any  # driver.Carry from the newest intact checkpoint, on this process's first device
+    spec: RunSpec  # the run as it trained (its env, trainer, members)
+    carry: Any  # program.Carry from the newest intact checkpoint, on this process's first device
     meta: dict[str, Any]
-    trainer: Any
     notes: tuple[str, ...] = ()  # one line each, e.g. that an older checkpoint was used (newer ones unreadable)
+
+    @property
+    def run_dir(self) -> str:
+        return self.spec.run_dir
+
+    @property
+    def config(self) -> Config:
+        return self.spec.config
+
+    @property
+    def env(self) -> Any:
+        return self.spec.env
+
+    @property
+    def trainer(self) -> Any:
+        return self.spec.trainer
+
+    @property
+    def members(self) -> Members:
+        return self.spec.members
 
     def member_index(self, seed: int, config_label: str | None = None) -> int:
         """Index of the member with seed id ``seed`` (and ``config_label`` in sweeps)."""
+        members = self.members
         candidates = [
             i
-            for i, (s, c) in enumerate(zip(self.job.seeds, self.job.config_index, strict=True))
-            if s == seed and (config_label is None or self.job.labels[c] == config_label)
+            for i, (s, c) in enumerate(zip(members.seeds, members.config_index, strict=True))
+            if s == seed and (config_label is None or members.labels[c] == config_label)
         ]
         if not candidates:
             raise ConfigError(
-                "seed", seed, f"is not in this run (seeds: {sorted(set(self.job.seeds))})", "pass one of those seeds"
+                "seed", seed, f"is not in this run (seeds: {sorted(set(members.seeds))})", "pass one of those seeds"
             )
         if len(candidates) > 1:
-            labels = [self.job.labels[self.job.config_index[i]] for i in candidates]
+            labels = [members.labels[members.config_index[i]] for i in candidates]
             raise ConfigError(
                 "seed", seed, f"is in several configurations of this sweep group ({labels})", "pass config=LABEL too"
             )
@@ -70,13 +87,12 @@ class Run:
         return jax.tree.map(lambda x: x[member], self.carry.states.agent)
 
 
-def _sweep_job(run_dir: str) -> Any | None:
-    """The driver job of a sweep group directory (None for a train run)."""
+def _sweep_members(run_dir: str) -> Members | None:
+    """The members of a sweep group directory (None for a train run)."""
     parent = os.path.dirname(os.path.abspath(run_dir))
     spec_path = os.path.join(parent, "sweep.json")
     if not os.path.isfile(spec_path):
         return None
-
     with open(spec_path) as f:
         spec = json.load(f)
     name = os.path.basename(os.path.abspath(run_dir))
@@ -84,12 +100,11 @@ def _sweep_job(run_dir: str) -> Any | None:
     if index is None:
         return None
     plan = sweeping.plan(spec["argv"])
-    return sweeping.job_for(plan, plan.groups[index], os.path.abspath(run_dir), True)
+    return sweeping.group_members(plan, plan.groups[index])
 
 
 def open_run(run_dir: str) -> Run:
     """Load a run directory's config and latest checkpoint (ConfigError if unusable)."""
-
     if not isinstance(run_dir, (str, os.PathLike)) or not os.path.isdir(run_dir):
         raise ConfigError("run_dir", run_dir, "does not exist", "pass a directory printed by python -m jaxrl.train")
     run_dir = os.path.abspath(os.fspath(run_dir))
@@ -100,13 +115,12 @@ def open_run(run_dir: str) -> Run:
             "is not a run directory (no config.yaml)",
             "pass a directory printed by python -m jaxrl.train",
         )
-    config = training.load_run_config(run_dir, field="run_dir")
-    env = envs.from_config(config)
-    job = _sweep_job(run_dir) or training.job_for(config, run_dir, True)
-    trainer = make_train(config, env)
-    restored = driver.load_carry(job, env, field="run_dir")
-    notes = [driver.fallback_note(restored, trainer)]
-    return Run(run_dir, config, env, job, restored.state, restored.meta, trainer, tuple(n for n in notes if n))
+    config = load_run_config(run_dir, field="run_dir")
+    members = _sweep_members(run_dir) or members_of(config)
+    spec = prepare(config, run_dir, members=members, resuming=True, layout=False)
+    restored = program.load_carry(spec, field="run_dir")
+    notes = [program.fallback_note(restored, spec.trainer)]
+    return Run(spec, restored.state, restored.meta, tuple(n for n in notes if n))
 
 
 @dataclass(frozen=True)
@@ -140,7 +154,7 @@ def load_policy(
     run = open_run(run_dir)
     for note in run.notes:
         warnings.warn(note, stacklevel=2)
-    member = run.member_index(run.job.seeds[0] if seed is None else int(seed), config)
+    member = run.member_index(run.members.seeds[0] if seed is None else int(seed), config)
     state = run.agent_state(member)
     agent = run.trainer.agent
     choose = agent.act if deterministic else agent.sample

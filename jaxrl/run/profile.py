@@ -141,25 +141,9 @@ def _covered(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
-    """Kernel statistics of a Chrome-format trace (``traceEvents``) of ``calls``
-    calls of one program.
-
-    Kernels are the complete (``"X"``) events named like an HLO instruction
-    on XLA's threads (thread names containing ``XLA``) or in a device's process
-    (``/device:…``), less the loop/call thunks that only run nested kernels.
-    The update's wall time is that of the ``jaxrl.profile.update`` annotations
-    around the calls when present, else the kernels' covered time.
-
-    Returns:
-      ``{"calls", "kernels_per_call", "mean_kernel_us", "wall_ms_per_call",
-      "kernel_ms_per_call", "covered_share", "concurrency", "threads",
-      "kinds": [{"kind", "ms_per_call", "share", "kernels_per_call"}],
-      "top": [{"kernel", "kind", "us_per_call", "runs_per_call"}]}``;
-      ``concurrency`` is the kernels' summed time over their covered time (the
-      mean number running at once), ``covered_share`` the covered time over
-      the wall time.
-    """
+def _kernel_events(events: list[dict[str, Any]]) -> tuple:
+    """``(call windows, kernel intervals, kernel threads, time by kernel name,
+    runs by kernel name)`` of a trace's complete events (see :func:`summarize_trace`)."""
     processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     threads = {
         (e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
@@ -184,6 +168,29 @@ def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
         on_thread[where] += 1
         time_by_name[name] += dur
         runs_by_name[name] += 1
+    return windows, intervals, len(on_thread), time_by_name, runs_by_name
+
+
+def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
+    """Kernel statistics of a Chrome-format trace (``traceEvents``) of ``calls``
+    calls of one program.
+
+    Kernels are the complete (``"X"``) events named like an HLO instruction
+    on XLA's threads (thread names containing ``XLA``) or in a device's process
+    (``/device:…``), less the loop/call thunks that only run nested kernels.
+    The update's wall time is that of the ``jaxrl.profile.update`` annotations
+    around the calls when present, else the kernels' covered time.
+
+    Returns:
+      ``{"calls", "kernels_per_call", "mean_kernel_us", "wall_ms_per_call",
+      "kernel_ms_per_call", "covered_share", "concurrency", "threads",
+      "kinds": [{"kind", "ms_per_call", "share", "kernels_per_call"}],
+      "top": [{"kernel", "kind", "us_per_call", "runs_per_call"}]}``;
+      ``concurrency`` is the kernels' summed time over their covered time (the
+      mean number running at once), ``covered_share`` the covered time over
+      the wall time.
+    """
+    windows, intervals, threads, time_by_name, runs_by_name = _kernel_events(events)
     busy = sum(b - a for a, b in intervals)
     covered = _covered(intervals)
     wall = sum(b - a for a, b in windows) if windows else covered
@@ -219,7 +226,7 @@ def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
         "kernel_ms_per_call": busy / calls / 1e3,
         "covered_share": min(1.0, covered / wall) if wall else 0.0,
         "concurrency": busy / covered if covered else 0.0,
-        "threads": len(on_thread),
+        "threads": threads,
         "kinds": kinds,
         "top": top,
     }
@@ -272,43 +279,11 @@ def format_kernels(kernels: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def breakdown(
-    trainer: Any, states: Any, hparams: Any, repeats: int = 5, kernel_trace_dir: str | None = None
-) -> dict[str, Any]:
-    """Time the phases of one update over every member of ``states``.
-
-    Args:
-      trainer: the run's :class:`jaxrl.trainer.loop.Trainer`.
-      states: TrainState with leaves ``[M, ...]``.
-      hparams: hyperparameters with leaves ``[M]``.
-      repeats: timed rounds (medians over them).
-      kernel_trace_dir: where to write a ``jax.profiler`` trace of a few calls of
-        the full update, summarized into ``"kernels"`` (:func:`kernel_summary`);
-        ``None`` skips it.
-
-    Returns:
-      ``{"members", "env_steps_per_update", "phases": [{"phase", "ms", "share",
-      "env_steps_per_s"}], "full_update_ms", "kernels", ...}``; shares are of
-      the full update.
-    """
-    agent, env = trainer.agent, trainer.env
-    steps = trainer.config.algo.num_steps
-    members = int(jax.tree.leaves(hparams)[0].shape[0])
-    params = env.default_params
-
-    def env_only(state: Any) -> Any:
-        return random_steps(env, state.agent.env_state, state.eval_key, steps, params)
-
-    probes: list[tuple[str, Any]] = [("env only: random actions, no policy", jax.vmap(env_only))]
-    for label, fn in agent.phases:
-        probes.append((label, jax.vmap(lambda s, hp, fn=fn: fn(s.agent, hp))))
-    probes.append(("full update", jax.vmap(lambda s, hp: trainer.update(s, hp))))
-
-    calls = [(fn, (states,) if label.startswith("env only") else (states, hparams)) for label, fn in probes]
-    timed, compiled = _time_interleaved(calls, repeats, perf.compile_options(perf.of(trainer.config)))
-    measured = [(label, c, seconds) for (label, _), (c, seconds) in zip(probes, timed, strict=True)]
+def _phase_rows(measured: list[tuple[str, float, float]], env_steps: int, algo: str) -> tuple[list[dict], float]:
+    """The breakdown's rows from ``(label, compile s, seconds)`` of the env-only
+    probe, the cumulative phases and the full update; and the seconds of the
+    last phase before the learner."""
     full = measured[-1][2]
-    env_steps = trainer.steps_per_update * members
     rows = [
         {
             "phase": measured[0][0],
@@ -334,13 +309,61 @@ def breakdown(
     rows.append(
         {
             "phase": "learner: epochs × minibatches of forward/backward + optimizer"
-            if trainer.config.algo.name == "ppo"
+            if algo == "ppo"
             else "learner: gradient steps on replayed batches",
             "ms": (full - previous) * 1e3,
             "share": (full - previous) / full,
             "cumulative": True,
         }
     )
+    return rows, previous
+
+
+def breakdown(
+    trainer: Any,
+    states: Any,
+    hparams: Any,
+    opt_level: int | None = 1,
+    kernel_trace_dir: str | None = None,
+    repeats: int = 5,
+) -> dict[str, Any]:
+    """Time the phases of one update over every member of ``states``.
+
+    Args:
+      trainer: the run's :class:`jaxrl.trainer.loop.Trainer`.
+      states: TrainState with leaves ``[M, ...]``.
+      hparams: hyperparameters with leaves ``[M]``.
+      opt_level: the LLVM level of the run's programs on XLA:CPU
+        (:attr:`jaxrl.perf.platform.Process.opt_level`).
+      kernel_trace_dir: where to write a ``jax.profiler`` trace of a few calls of
+        the full update, summarized into ``"kernels"`` (:func:`kernel_summary`);
+        ``None`` skips it.
+      repeats: timed rounds (medians over them).
+
+    Returns:
+      ``{"members", "env_steps_per_update", "phases": [{"phase", "ms", "share",
+      "env_steps_per_s"}], "full_update_ms", "kernels", ...}``; shares are of
+      the full update.
+    """
+    agent, env = trainer.agent, trainer.env
+    steps = trainer.config.algo.num_steps
+    members = int(jax.tree.leaves(hparams)[0].shape[0])
+    params = env.default_params
+
+    def env_only(state: Any) -> Any:
+        return random_steps(env, state.agent.env_state, state.eval_key, steps, params)
+
+    probes: list[tuple[str, Any]] = [("env only: random actions, no policy", jax.vmap(env_only))]
+    for label, fn in agent.phases:
+        probes.append((label, jax.vmap(lambda s, hp, fn=fn: fn(s.agent, hp))))
+    probes.append(("full update", jax.vmap(lambda s, hp: trainer.update(s, hp))))
+
+    calls = [(fn, (states,) if label.startswith("env only") else (states, hparams)) for label, fn in probes]
+    timed, compiled = _time_interleaved(calls, repeats, perf.compile_options(perf.of(trainer.config), opt_level))
+    measured = [(label, c, seconds) for (label, _), (c, seconds) in zip(probes, timed, strict=True)]
+    full = measured[-1][2]
+    env_steps = trainer.steps_per_update * members
+    rows, previous = _phase_rows(measured, env_steps, trainer.config.algo.name)
     learner_share = (full - previous) / full
     return {
         "members": members,

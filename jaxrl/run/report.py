@@ -17,8 +17,9 @@ import numpy as np
 
 from jaxrl.core.errors import ConfigError, make_dir
 from jaxrl.run import stats
-from jaxrl.run.driver import write_json
-from jaxrl.run.logs import JsonlWriter
+from jaxrl.run.io import write_json
+from jaxrl.run.records import EvalRecord
+from jaxrl.run.records import read as read_records
 from jaxrl.run.stats import iqm_band, performance_profile, thin
 
 __all__ = ["Entry", "build", "load", "markdown", "plot", "write"]
@@ -52,11 +53,11 @@ def _read_json(path: str) -> Any:
 def _eval_curves(run_dir: str, eval_set: str | None = None) -> tuple[np.ndarray, np.ndarray, list[float | None]]:
     """``(env_steps [P], curves [S, P], final value per seed)`` of the run's
     evaluation, or of its evaluation set ``eval_set`` (``eval.sets``)."""
-    evals = [r for r in JsonlWriter(os.path.join(run_dir, "metrics.jsonl")).read() if r.get("type") == "eval"]
+    evals = [r for r in read_records(os.path.join(run_dir, "metrics.jsonl")) if isinstance(r, EvalRecord)]
     if eval_set is None:
-        values = [r["eval_return"] for r in evals]
+        values = [r.eval_return for r in evals]
     else:
-        tracked = list(evals[-1].get("eval_sets") or {}) if evals else []
+        tracked = list(evals[-1].eval_sets or {}) if evals else []
         if eval_set not in tracked:
             raise ConfigError(
                 "set",
@@ -64,8 +65,8 @@ def _eval_curves(run_dir: str, eval_set: str | None = None) -> tuple[np.ndarray,
                 f"{run_dir} did not track it (its eval.sets: {', '.join(tracked) or 'none'})",
                 "pass one of those, or train with eval.sets=…",
             )
-        values = [r["eval_sets"][eval_set] for r in evals]
-    steps = np.asarray([r["env_steps"] for r in evals])
+        values = [r.eval_sets[eval_set] for r in evals]
+    steps = np.asarray([r.env_steps for r in evals])
     curves = np.asarray([[np.nan if v is None else v for v in row] for row in values], np.float64).T
     finals = [None if v is None else float(v) for v in values[-1]] if values else []
     return steps, curves, finals

@@ -1,56 +1,37 @@
 """Robustness sweeps behind ``python -m jaxrl.sweep``: :func:`plan` expands the
 sweep overrides into groups of configurations (one compiled program per group of
-equal static settings), :func:`run` trains every group and writes the report.
+equal static settings, each configuration resolved by
+:func:`jaxrl.run.overrides.resolve`), :func:`run` prepares every group's
+:class:`~jaxrl.run.spec.RunSpec` before anything is written, trains them and
+writes the report. Which keys may be swept each field declares itself
+(:func:`jaxrl.core.config.sweep_refusal`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import json
+import math
 import os
 import sys
 from typing import Any
 
-from jaxrl import envs
-from jaxrl.core.config import MAX_MEMBERS, Config, seed_ids
-from jaxrl.core.contract import hparams_for
+from jaxrl.core.config import MAX_MEMBERS, Config, seed_ids, sweep_refusal
 from jaxrl.core.errors import ConfigError, error_line, make_dir
-from jaxrl.envs.sets import parse_sets
-from jaxrl.run import driver, launch, parallel, report
-from jaxrl.run.config import ALGOS, check_env_actions, normalize_overrides, parse, schema, to_dict, validate
-from jaxrl.run.driver import Job
-from jaxrl.run.training import new_run_dir, write_config
+from jaxrl.core.fields import HParams, traced_names
+from jaxrl.perf import platform
+from jaxrl.perf.platform import Process
+from jaxrl.run import launch, report
+from jaxrl.run.io import write_json
+from jaxrl.run.loop import execute
+from jaxrl.run.overrides import ALGOS, normalize_overrides, resolve, schema, to_dict
+from jaxrl.run.rundir import new_run_dir, write_config
+from jaxrl.run.spec import Members, RunSpec, prepare
+from jaxrl.run.summary import heldout_table, sets_table
 
-__all__ = ["Plan", "plan", "run"]
-
-# Keys a sweep cannot vary.
-UNSWEEPABLE = {
-    "env": "run one sweep per environment (compare them with python -m jaxrl.report)",
-    "algo": "run one sweep per algorithm",
-    "seeds": "seeds are the inner axis of every configuration; set seeds=N once",
-    "seed": "set seed= once; every configuration runs the same seeds",
-    "run_dir": "set it once",
-    "runs_root": "set it once",
-    "resume": "resume a whole sweep with resume=SWEEP_DIR",
-    "progress": "set it once",
-    "plots": "set it once",
-    "checkpoint": "set it once",
-    "keep": "set it once",
-    "on_nan": "set it once",
-    "deterministic": "set it once",
-    "compile_cache": "set it once",
-    "profile": "set it once",
-    "parallel": "set it once",
-    "devices": "set it once",
-    "num_evals": "set it once (it fixes the evaluation points every configuration is compared at)",
-}
-UNSWEEPABLE_PREFIXES = {
-    "dist.": "set it once",
-    "sweep.": "sweep settings configure the sweep itself",
-    "pbt.": "PBT runs through python -m jaxrl.train pbt.population=N",
-    "eval.": "set evaluation settings once",
-}
+__all__ = ["Plan", "plan", "group_members", "group_spec", "run"]
 
 
 @dataclasses.dataclass
@@ -74,96 +55,22 @@ def _label(assignment: dict[str, str]) -> str:
 
 
 def _traced_keys(algo: str) -> set[str]:
-    return {f"algo.{k}" for k in ALGOS[algo].TRACED}
+    return {f"algo.{k}" for k in traced_names(ALGOS[algo])}
 
 
 def _static_signature(config: Config) -> str:
     data = to_dict(config)
-    for key in type(config.algo).TRACED:
+    for key in traced_names(type(config.algo)):
         data["algo"].pop(key, None)
     data.pop("run_dir", None)
     return json.dumps(data, sort_keys=True, default=str)
 
 
-def _group_env(config: Config) -> Any:
-    """The env of one static group, with the checks that need it."""
-    try:
-        env = envs.from_config(config)
-    except ConfigError:
-        raise
-    except Exception as error:
-        raise ConfigError(
-            "env", config.env.name, f"could not be built ({error_line(error, 120)})", "pick another env"
-        ) from None
-    check_env_actions(config, env)
-    driver.parse_perturb(config.eval.perturb, env)
-    parse_sets(config.eval.sets, env)
-    return env
-
-
 def plan(argv: list[str]) -> Plan:
     """Parse sweep overrides into configurations and static groups (validating
     every configuration before anything compiles)."""
-    import numpy as np
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, QuotedString, RangeSweep
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
-    try:
-        overrides = parser.parse_overrides(normalize_overrides(argv))
-    except HydraException as error:
-        text = error_line(error) if str(error).strip() else "syntax error"
-        raise ConfigError("overrides", " ".join(argv), text, "write KEY=v1,v2 or KEY='interval(a,b)'") from None
-    base: list[str] = []
-    axes: dict[str, Any] = {}
-    algo = next((o.value() for o in overrides if o.key_or_group == "algo" and not o.is_sweep_override()), "ppo")
-    algo = algo if algo in ALGOS else "ppo"
-    for item, o in zip(argv, overrides, strict=True):
-        key = o.key_or_group
-        if not o.is_sweep_override():
-            base.append(item)
-            continue
-        if key == "env.name":
-            key = "env"
-        if key in UNSWEEPABLE or any(key.startswith(p) for p in UNSWEEPABLE_PREFIXES):
-            why = UNSWEEPABLE.get(key) or next(v for p, v in UNSWEEPABLE_PREFIXES.items() if key.startswith(p))
-            raise ConfigError(key, item.partition("=")[2], "cannot be swept", why)
-        known = schema(algo)
-        if key not in known:
-            import difflib
-
-            close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.5)
-            raise ConfigError(
-                key,
-                item.partition("=")[2],
-                "unknown config key",
-                f"did you mean {' or '.join(close)}?" if close else "see python -m jaxrl.train --help",
-            )
-        value = o.value()
-        if isinstance(value, (ChoiceSweep, RangeSweep)):
-            # quoted choices ("length=uniform(0.25,1)","…" for a text key) as their text
-            axes[key] = [v.text if isinstance(v, QuotedString) else v for v in o.sweep_iterator()]
-        elif isinstance(value, IntervalSweep):
-            if key not in _traced_keys(algo):
-                raise ConfigError(
-                    key,
-                    item.partition("=")[2],
-                    "interval(…) sweeps need a float hyperparameter",
-                    "use a list KEY=v1,v2 for static keys",
-                )
-            axes[key] = ("interval", float(value.start), float(value.end), "log" in value.tags)
-        else:
-            raise ConfigError(
-                key,
-                item.partition("=")[2],
-                f"unsupported sweep {type(value).__name__}",
-                "use KEY=v1,v2, choice(…), range(…) or interval(a,b)",
-            )
-        if isinstance(axes[key], list) and not axes[key]:
-            raise ConfigError(key, item.partition("=")[2], "the sweep is empty", "list at least one value")
-
-    probe = parse(base)  # unknown keys / bad values in the base fail here
+    base, axes = _axes(argv)
+    probe = resolve(base, check=False)  # unknown keys / bad values in the base fail here
     samples = probe.sweep.samples
     intervals = [k for k, v in axes.items() if isinstance(v, tuple)]
     if intervals and samples <= 0:
@@ -179,9 +86,6 @@ def plan(argv: list[str]) -> Plan:
             "PBT does not combine with a sweep",
             "use python -m jaxrl.train pbt.population=N",
         )
-
-    import math
-
     count = samples if samples > 0 else math.prod(len(v) for v in axes.values())
     seeds = probe.seeds  # checked per configuration below; here only its size matters
     members = count * (len(seeds) if isinstance(seeds, (list, tuple)) else seeds if type(seeds) is int else 1)
@@ -192,42 +96,98 @@ def plan(argv: list[str]) -> Plan:
             f"gives {count:,} configurations × seeds = {members:,} runs; at most {MAX_MEMBERS:,} fit (every record holds a value per run)",
             "sweep fewer values or seeds, or split the sweep",
         )
-
-    assignments: list[dict[str, str]] = []
     if samples > 0:
-        rng = np.random.default_rng(probe.sweep.seed)
-        for _ in range(samples):
-            a = {}
-            for key, axis in axes.items():
-                if isinstance(axis, tuple):
-                    _, lo, hi, log = axis
-                    if log:
-                        if lo <= 0:
-                            raise ConfigError(
-                                key,
-                                f"interval({lo},{hi})",
-                                "a log interval needs a positive lower bound",
-                                "use interval bounds > 0",
-                            )
-                        v = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
-                    else:
-                        v = float(rng.uniform(lo, hi))
-                    a[key] = f"{v:.6g}"
-                else:
-                    a[key] = _value_text(axis[int(rng.integers(len(axis)))])
-            assignments.append(a)
+        assignments = _samples(axes, samples, probe.sweep.seed)
     else:
-        for combo in itertools.product(*axes.values()):
-            assignments.append({k: _value_text(v) for k, v in zip(axes, combo, strict=True)})
-
-    configs = []
-    for a in assignments:
-        config = validate(parse(base + [f"{k}={v}" for k, v in a.items()]))
-        configs.append(config)
+        assignments = [
+            {k: _value_text(v) for k, v in zip(axes, combo, strict=True)} for combo in itertools.product(*axes.values())
+        ]
+    configs = [resolve(base + [f"{k}={v}" for k, v in a.items()]) for a in assignments]
     groups: dict[str, list[int]] = {}
     for i, config in enumerate(configs):
         groups.setdefault(_static_signature(config), []).append(i)
     return Plan(base=base, assignments=assignments, configs=configs, groups=_chunks(list(groups.values()), probe))
+
+
+def _axes(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """``(base overrides, {swept key: values or ("interval", lo, hi, log)})`` of a sweep's argv."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        overrides = OverridesParser.create().parse_overrides(normalize_overrides(argv))
+    except HydraException as error:
+        text = error_line(error) if str(error).strip() else "syntax error"
+        raise ConfigError("overrides", " ".join(argv), text, "write KEY=v1,v2 or KEY='interval(a,b)'") from None
+    algo = next((o.value() for o in overrides if o.key_or_group == "algo" and not o.is_sweep_override()), "ppo")
+    algo = algo if algo in ALGOS else "ppo"
+    base: list[str] = []
+    axes: dict[str, Any] = {}
+    for item, o in zip(argv, overrides, strict=True):
+        if not o.is_sweep_override():
+            base.append(item)
+            continue
+        key = "env" if o.key_or_group == "env.name" else o.key_or_group
+        axes[key] = _axis(key, item.partition("=")[2], o, algo)
+    return base, axes
+
+
+def _axis(key: str, text: str, override: Any, algo: str) -> Any:
+    """One swept key's values (a list) or random-search interval; refused with
+    one line when the key cannot be swept, is unknown or the sweep is empty."""
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, QuotedString, RangeSweep
+
+    why = sweep_refusal(key, ALGOS[algo])
+    if why:
+        raise ConfigError(key, text, "cannot be swept", why)
+    known = schema(algo)
+    if key not in known:
+        close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(close)}?" if close else "see python -m jaxrl.train --help"
+        raise ConfigError(key, text, "unknown config key", hint)
+    value = override.value()
+    if isinstance(value, (ChoiceSweep, RangeSweep)):
+        # quoted choices ("length=uniform(0.25,1)","…" for a text key) as their text
+        values = [v.text if isinstance(v, QuotedString) else v for v in override.sweep_iterator()]
+        if not values:
+            raise ConfigError(key, text, "the sweep is empty", "list at least one value")
+        return values
+    if isinstance(value, IntervalSweep):
+        if key not in _traced_keys(algo):
+            raise ConfigError(
+                key, text, "interval(…) sweeps need a float hyperparameter", "use a list KEY=v1,v2 for static keys"
+            )
+        return ("interval", float(value.start), float(value.end), "log" in value.tags)
+    raise ConfigError(
+        key, text, f"unsupported sweep {type(value).__name__}", "use KEY=v1,v2, choice(…), range(…) or interval(a,b)"
+    )
+
+
+def _samples(axes: dict[str, Any], samples: int, seed: int) -> list[dict[str, str]]:
+    """Random search: ``samples`` assignments, choices drawn uniformly and
+    intervals uniformly or log-uniformly."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(samples):
+        a = {}
+        for key, axis in axes.items():
+            if not isinstance(axis, tuple):
+                a[key] = _value_text(axis[int(rng.integers(len(axis)))])
+                continue
+            _, lo, hi, log = axis
+            if log and lo <= 0:
+                raise ConfigError(
+                    key,
+                    f"interval({lo},{hi})",
+                    "a log interval needs a positive lower bound",
+                    "use interval bounds > 0",
+                )
+            v = float(np.exp(rng.uniform(np.log(lo), np.log(hi)))) if log else float(rng.uniform(lo, hi))
+            a[key] = f"{v:.6g}"
+        out.append(a)
+    return out
 
 
 def _chunks(groups: list[list[int]], probe: Config) -> list[list[int]]:
@@ -249,33 +209,45 @@ def _chunks(groups: list[list[int]], probe: Config) -> list[list[int]]:
     return [group[i : i + per] for group in groups for i in range(0, len(group), per)]
 
 
-def job_for(plan_: Plan, group: list[int], run_dir: str, resuming: bool):
+def group_members(plan_: Plan, group: list[int]) -> Members:
+    """The members of one static group: every configuration × every seed, each
+    configuration's traced hyperparameters stacked (one record per chunk)."""
+    import jax
     import numpy as np
 
-    first = plan_.configs[group[0]]
-    seeds = seed_ids(first)
+    seeds = seed_ids(plan_.configs[group[0]])
     member_hparams = []
     member_seeds: list[int] = []
     member_config: list[int] = []
     for local, index in enumerate(group):
-        hp = hparams_for(plan_.configs[index].algo)
+        hp = HParams.from_config(plan_.configs[index].algo)
         for s in seeds:
             member_hparams.append(hp)
             member_seeds.append(s)
             member_config.append(local)
-    import jax
-
     hparams = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *member_hparams)
-    return Job(
-        config=dataclasses.replace(first, run_dir=run_dir, resume=None),
-        seeds=tuple(member_seeds),
-        config_index=tuple(member_config),
-        labels=tuple(_label(plan_.assignments[i]) for i in group),
-        hparams=hparams,
-        run_dir=run_dir,
+    labels = tuple(_label(plan_.assignments[i]) for i in group)
+    return Members(tuple(member_seeds), tuple(member_config), labels, hparams, record_updates=False)
+
+
+def group_spec(plan_: Plan, g: int, sweep_dir: str, process: Process, layout: bool = True, env: Any = None) -> RunSpec:
+    """Group ``g``'s RunSpec (its directory ``SWEEP_DIR/group-g``, resumed when
+    it holds a checkpoint); ``layout=False`` leaves the device layout to the job
+    that runs it (a remote launcher's)."""
+    group = plan_.groups[g]
+    group_dir = os.path.join(sweep_dir, f"group-{g}")
+    checkpoints = os.path.join(group_dir, "checkpoints")
+    resuming = os.path.isdir(checkpoints) and any(n.isdigit() for n in os.listdir(checkpoints))
+    config = dataclasses.replace(plan_.configs[group[0]], resume=None)
+    return prepare(
+        config,
+        group_dir,
+        process=process,
+        members=group_members(plan_, group),
+        env=env,
         resuming=resuming,
-        record_updates=False,
-        created=not resuming,
+        layout=layout,
+        resume_cmd=f"python -m jaxrl.sweep resume={sweep_dir}",
     )
 
 
@@ -318,7 +290,12 @@ def _open_sweep(resume: str, others: list[str]) -> tuple[str, dict]:
 
 
 def run(
-    argv: list[str], stopper: Any = None, log=None, stop_after_chunks: int | None = None, out: dict | None = None
+    argv: list[str],
+    stopper: Any = None,
+    log: Any = None,
+    stop_after_chunks: int | None = None,
+    out: dict | None = None,
+    process: Process | None = None,
 ) -> int:
     """``python -m jaxrl.sweep``: plan and check the sweep, then train every
     unfinished static group with the chosen launcher and write the report.
@@ -326,30 +303,7 @@ def run(
     out = {} if out is None else out
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     argv, launcher_args, selected = launch.split(argv)
-    resume = next((a.partition("=")[2] for a in argv if a.startswith("resume=")), None)
-    if resume:
-        sweep_dir, spec = _open_sweep(resume, [a for a in argv if not a.startswith("resume=")])
-        argv = spec["argv"]
-        # the recorded launcher, unless this command names its own settings
-        launcher = launch.parse(launcher_args if launcher_args else spec.get("launcher", []))
-        the_plan = plan(argv)
-    else:
-        if selected is not None:
-            raise ConfigError(
-                "groups", ",".join(map(str, selected)), "selects groups of an existing sweep", "add resume=SWEEP_DIR"
-            )
-        launcher = launch.parse(launcher_args)
-        the_plan = plan(argv)
-        dist = the_plan.configs[0].dist
-        if dist.coordinator or dist.auto or dist.num_processes > 1:
-            raise ConfigError(
-                "dist.coordinator",
-                dist.coordinator or "auto",
-                "sweeps run each program on one host (sharded over its devices); multi-host runs go through python -m jaxrl.train",
-                "drop dist.*, and spread the groups over machines with launcher=submitit_slurm or launcher=ray",
-            )
-        sweep_dir = _sweep_dir(the_plan.configs[0])
-    first = the_plan.configs[0]
+    sweep_dir, argv, launcher, the_plan, resumed = _open(argv, launcher_args, selected)
     count = len(the_plan.groups)
     if selected is not None and selected[-1] >= count:
         raise ConfigError(
@@ -357,19 +311,18 @@ def run(
         )
     chosen = list(range(count)) if selected is None else selected
     remote = launcher.name != "local"
-    # one env per static group: swept env settings (env.params, env.randomize,
-    # env.observe, …) give each group its own, all checked before anything is written
-    group_envs = {g: _group_env(the_plan.configs[the_plan.groups[g][0]]) for g in chosen}
+    # every chosen group prepared — its env (swept env settings give each group its own),
+    # trainer, checks and, for this host's own jobs, its device layout — before anything is written
+    process = process or platform.process_settings()
+    specs = {g: group_spec(the_plan, g, sweep_dir, process, layout=not remote) for g in chosen}
     groups = [
         {"dir": f"group-{g}", "configurations": [_label(the_plan.assignments[i]) for i in group]}
         for g, group in enumerate(the_plan.groups)
     ]
-    if not remote:  # device layout errors before anything is written (remote jobs check their own devices)
-        for g in chosen:
-            parallel.plan(the_plan.configs[the_plan.groups[g][0]], len(the_plan.groups[g]) * len(seed_ids(first)))
-    if not resume:
+    first = the_plan.configs[0]
+    if not resumed:
         make_dir("run_dir" if first.run_dir else "runs_root", sweep_dir)
-        driver.write_json(
+        write_json(
             os.path.join(sweep_dir, "sweep.json"),
             {
                 "argv": argv,
@@ -391,21 +344,62 @@ def run(
         else:
             pending.append(g)
     if remote and pending:
-        log(f"launcher={launcher.name}: {len(pending)} job(s), one per group")
-        failures = out["failures"] = launch.launch(launcher, sweep_dir, pending, log=log, stopper=stopper)
-        if failures:
-            for failure in failures:
-                labels = ", ".join(groups[failure.group]["configurations"])
-                log(f"failed: group {failure.group} ({labels}): {failure.reason}; log: {failure.log}")
-            log(
-                f"{len(failures)} of {len(pending)} job(s) failed; re-launch the unfinished groups: "
-                f"python -m jaxrl.sweep resume={sweep_dir}"
-            )
-            return stopper.exit_code if stopper is not None and stopper.signum is not None else 1
-    for g in [] if remote else pending:
-        code = _run_group(the_plan, g, sweep_dir, groups[g]["dir"], group_envs[g], stopper, log, stop_after_chunks)
+        code = _launch(launcher, sweep_dir, pending, groups, log, stopper, out)
         if code is not None:
             return code
+    for g in [] if remote else pending:
+        code = _run_group(specs[g], g, log, stopper, stop_after_chunks)
+        if code is not None:
+            return code
+    return _report(sweep_dir, count, selected, remote, first.plots, log)
+
+
+def _open(argv: list[str], launcher_args: list[str], selected: list[int] | None) -> tuple:
+    """``(sweep_dir, argv, launcher, plan, resumed)``: a new sweep's, or with
+    ``resume=SWEEP_DIR`` the recorded one's (its launcher unless new settings are given)."""
+    resume = next((a.partition("=")[2] for a in argv if a.startswith("resume=")), None)
+    if resume:
+        sweep_dir, spec = _open_sweep(resume, [a for a in argv if not a.startswith("resume=")])
+        argv = spec["argv"]
+        launcher = launch.parse(launcher_args if launcher_args else spec.get("launcher", []))
+        return sweep_dir, argv, launcher, plan(argv), True
+    if selected is not None:
+        raise ConfigError(
+            "groups", ",".join(map(str, selected)), "selects groups of an existing sweep", "add resume=SWEEP_DIR"
+        )
+    launcher = launch.parse(launcher_args)
+    the_plan = plan(argv)
+    dist = the_plan.configs[0].dist
+    if dist.coordinator or dist.auto or dist.num_processes > 1:
+        raise ConfigError(
+            "dist.coordinator",
+            dist.coordinator or "auto",
+            "sweeps run each program on one host (sharded over its devices); multi-host runs go through python -m jaxrl.train",
+            "drop dist.*, and spread the groups over machines with launcher=submitit_slurm or launcher=ray",
+        )
+    return _sweep_dir(the_plan.configs[0]), argv, launcher, the_plan, False
+
+
+def _launch(
+    launcher: Any, sweep_dir: str, pending: list[int], groups: list[dict], log: Any, stopper: Any, out: dict
+) -> int | None:
+    """The pending groups as jobs of a remote launcher; an exit code when some failed."""
+    log(f"launcher={launcher.name}: {len(pending)} job(s), one per group")
+    failures = out["failures"] = launch.launch(launcher, sweep_dir, pending, log=log, stopper=stopper)
+    if not failures:
+        return None
+    for failure in failures:
+        labels = ", ".join(groups[failure.group]["configurations"])
+        log(f"failed: group {failure.group} ({labels}): {failure.reason}; log: {failure.log}")
+    log(
+        f"{len(failures)} of {len(pending)} job(s) failed; re-launch the unfinished groups: "
+        f"python -m jaxrl.sweep resume={sweep_dir}"
+    )
+    return stopper.exit_code if stopper is not None and stopper.signum is not None else 1
+
+
+def _report(sweep_dir: str, count: int, selected: list[int] | None, remote: bool, plots: bool, log: Any) -> int:
+    """The sweep's report once every group is done (``groups=`` runs never write it)."""
     if selected is not None:
         finished = sum(_done(sweep_dir, g) for g in range(count))
         log(f"{finished} of {count} groups done")
@@ -422,38 +416,25 @@ def run(
         return 0
     entries = report.load(sweep_dir)
     result = report.build(entries)
-    text = report.write(entries, result, sweep_dir, plots=first.plots)
+    text = report.write(entries, result, sweep_dir, plots=plots)
     print(text, flush=True)
     log(f"sweep directory: {sweep_dir}")
     return 0
 
 
-def _run_group(
-    the_plan: Plan, g: int, sweep_dir: str, name: str, env: Any, stopper: Any, log, stop_after_chunks: int | None
-) -> int | None:
+def _run_group(spec: RunSpec, g: int, log: Any, stopper: Any, stop_after_chunks: int | None) -> int | None:
     """Train group ``g`` in this process; an exit code when it stopped early."""
-    group = the_plan.groups[g]
-    group_dir = os.path.join(sweep_dir, name)
-    checkpoints = os.path.join(group_dir, "checkpoints")
-    resuming = os.path.isdir(checkpoints) and any(n.isdigit() for n in os.listdir(checkpoints))
-    job = job_for(the_plan, group, group_dir, resuming)
-    if not resuming:
-        os.makedirs(group_dir, exist_ok=True)
-        write_config(os.path.join(group_dir, "config.yaml"), job.config)
-    log(f"group {g}: {len(group)} configurations × {len(job.seeds) // len(group)} seeds")
-    outcome = driver.execute(
-        job,
-        env,
-        stop_after_chunks=stop_after_chunks,
-        log=log,
-        stopper=stopper,
-        resume_cmd=f"python -m jaxrl.sweep resume={sweep_dir}",
-    )
+    if not spec.resuming:
+        os.makedirs(spec.run_dir, exist_ok=True)
+        write_config(os.path.join(spec.run_dir, "config.yaml"), spec.config)
+    members = spec.members
+    log(f"group {g}: {len(members.labels)} configurations × {len(members) // len(members.labels)} seeds")
+    outcome = execute(spec, stop_after_chunks=stop_after_chunks, log=log, stopper=stopper)
     if outcome.summary is None:
         return outcome.code
-    driver.write_json(os.path.join(group_dir, "summary.json"), outcome.summary)
+    write_json(os.path.join(spec.run_dir, "summary.json"), outcome.summary)
     if "heldout" in outcome.summary:
-        print(driver.heldout_table(outcome.summary), flush=True)
+        print(heldout_table(outcome.summary), flush=True)
     if any(c.get("sets") for c in outcome.summary["configs"]):
-        print(driver.sets_table(outcome.summary), flush=True)
+        print(sets_table(outcome.summary), flush=True)
     return None

@@ -175,7 +175,7 @@ def make_train(
     if "perf" in algorithm.seams:
         seams["perf"] = perf_lib.of(config)
     agent = algorithm.make_agent(algo, env, config.num_envs, num_updates, env_params, **seams)
-    hparams = algorithm.hparams.from_config(algo)
+    hparams = algorithm.hparams(algo)
     eval_steps = config.eval.max_steps or env.max_episode_steps or 1000
 
     def init(key: jax.Array, hp: Any) -> TrainState:
@@ -195,12 +195,12 @@ def make_train(
         to stop the run or carry on without that seed)."""
         new_agent, metrics = agent.update(state.agent, hp, state.update)
         healthy = state.failed_at == 0
-        apply = jnp.logical_and(healthy, metrics.finite)
+        apply = jnp.logical_and(healthy, metrics.loop.finite)
         # PRNG keys always advance (a frozen seed never reuses a consumed key).
         agent_state = jax.tree.map(
             lambda new, old: new if _is_key(new) else jax.lax.select(apply, new, old), new_agent, state.agent
         )
-        failed_at = jnp.where(jnp.logical_and(healthy, ~metrics.finite), state.update + 1, state.failed_at)
+        failed_at = jnp.where(jnp.logical_and(healthy, ~metrics.loop.finite), state.update + 1, state.failed_at)
         return state.replace(agent=agent_state, update=state.update + 1, failed_at=failed_at), metrics
 
     run_eval = make_evaluate(env, agent.act, config.eval.episodes, eval_steps, env_params, agent.init_carry)
@@ -363,7 +363,8 @@ def make_batched(
             states, since = carry
             states, metrics = update_b(states, hp)
             if progress is not None:
-                since = Progress(states.update[0], since[1] + metrics.episode_return_sum, since[2] + metrics.episodes)
+                loop = metrics.loop
+                since = Progress(states.update[0], since[1] + loop.episode_return_sum, since[2] + loop.episodes)
                 due = ((i + 1) % progress_every == 0) | (i + 1 == trainer.chunk_updates)
                 report = (
                     since if progress_sharding is None else jax.lax.with_sharding_constraint(since, progress_sharding)

@@ -1,52 +1,43 @@
-"""Parsing and validation of run configs (the dataclasses: :mod:`jaxrl.core.config`).
+"""From ``key=value`` overrides (or a run's ``config.yaml``) to a validated run
+config (the dataclasses: :mod:`jaxrl.core.config`).
 
 The command line is parsed by hydra (``key=value`` overrides on structured
 configs). Parsing order: dataclass defaults ← the env/algo preset ← the user's
-overrides. Every mistake is reported as a :class:`~jaxrl.core.errors.ConfigError`:
-one line naming the field, the value, the constraint and a fix.
+overrides. :func:`resolve` is the one place a run's config is parsed and
+validated (:mod:`jaxrl.run.validation`), ``resume=RUN_DIR`` included; every
+mistake is a :class:`~jaxrl.core.errors.ConfigError`: one line naming the
+field, the value, the constraint and a fix.
+
+>>> config = jaxrl.config_for("cartpole", seeds=4)     # the CLI's config, from Python
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from jaxrl import envs
-from jaxrl.algos.ppo import PPOConfig
-from jaxrl.core.checks import require_one_of, require_positive_int
-from jaxrl.core.config import (
-    MAX_MEMBERS,
-    PBT_BOUNDS,
-    Config,
-    DistConfig,
-    EnvConfig,
-    EvalConfig,
-    PBTConfig,
-    SweepConfig,
-    seed_ids,
-)
+from jaxrl.core.config import RESUMABLE, SECTIONS, Config, EnvConfig
 from jaxrl.core.contract import configs as algo_configs
 from jaxrl.core.contract import get, names
 from jaxrl.core.errors import ConfigError, error_line
 from jaxrl.envs import canonical_name
-from jaxrl.nets.networks import make_torso, torso_names
+from jaxrl.run.validation import validate
 
 __all__ = [
     "ALGOS",
-    "check_env_actions",
-    "MAX_MEMBERS",
-    "PBT_BOUNDS",
     "PRESETS",
+    "config_for",
     "from_dict",
+    "load_run_config",
     "normalize_overrides",
     "parse",
+    "resolve",
     "schema",
-    "seed_ids",
     "to_dict",
-    "validate",
 ]
 
 
@@ -64,7 +55,6 @@ class _Presets(Mapping):
     presets (each algorithm declares its own: :attr:`jaxrl.algos.Algorithm.presets`)."""
 
     def _items(self) -> dict[tuple[str, str], Mapping[str, Any]]:
-
         return {(env, name): p for name in names() for env, p in get(name).presets.items()}
 
     def __getitem__(self, key: tuple[str, str]) -> Mapping[str, Any]:
@@ -85,25 +75,12 @@ PRESETS: Mapping[tuple[str, str], Mapping[str, Any]] = _Presets()
 # ---------------------------------------------------------------------------
 
 
-def _field_types(cls: type) -> dict[str, Any]:
-    return {f.name: f.type for f in dataclasses.fields(cls)}
-
-
-SECTIONS: dict[str, type] = {
-    "env": EnvConfig,
-    "eval": EvalConfig,
-    "pbt": PBTConfig,
-    "sweep": SweepConfig,
-    "dist": DistConfig,
-}
-
-
 def schema(algo: str = "ppo") -> dict[str, dataclasses.Field]:
     """Every settable dotted key → its dataclass field."""
     out: dict[str, dataclasses.Field] = {}
     for f in dataclasses.fields(Config):
         if f.name == "algo":
-            for g in dataclasses.fields(ALGOS.get(algo, PPOConfig)):
+            for g in dataclasses.fields(ALGOS[algo] if algo in ALGOS else ALGOS["ppo"]):
                 if g.name != "name":
                     out[f"algo.{g.name}"] = g
         elif f.name in SECTIONS:
@@ -371,242 +348,98 @@ def from_dict(data: dict[str, Any]) -> Config:
 
 
 # ---------------------------------------------------------------------------
-# Semantic validation (before anything compiles)
+# A run's config: from the command line, from config.yaml, from Python
 # ---------------------------------------------------------------------------
 
 
-def validate(config: Config) -> Config:
-    """Check sizes, ranges and choices; return the config or raise ConfigError."""
-    if envs.canonical_name(config.env.name) is None:
-        close = envs.suggest(config.env.name)
-        hint = f"did you mean {' or '.join(close)}?" if close else "list names with jaxrl.envs.names()"
-        raise ConfigError("env", config.env.name, "unknown environment", hint)
-    if config.env.backend not in ("positional", "generalized", "spring", "mjx"):
-        raise ConfigError(
-            "env.backend",
-            config.env.backend,
-            "must be positional, generalized, spring or mjx",
-            "pass env.backend=positional",
-        )
-    if config.env.episode_length < 0:
-        raise ConfigError(
-            "env.episode_length", config.env.episode_length, "must be ≥ 0 (0 = 1000)", "pass env.episode_length=1000"
-        )
+def resolve(argv: list[str] | tuple[str, ...], check: bool = True) -> Config:
+    """``key=value`` overrides → the validated :class:`Config` they run
+    (``check=False``: parsed only, for a sweep's shared base).
 
-    seeds = config.seeds
-    if isinstance(seeds, (list, tuple)):
-        if not seeds:
-            raise ConfigError("seeds", list(seeds), "must name at least one seed", "pass seeds=16 or seeds=[0,1]")
-        for s in seeds:
-            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-                raise ConfigError("seeds", list(seeds), "seed ids must be integers ≥ 0", "pass seeds=[0,1,2]")
-        if len(set(seeds)) != len(seeds):
-            raise ConfigError("seeds", list(seeds), "seed ids must be distinct", "remove the repeated ids")
-    else:
-        require_positive_int("seeds", seeds, 16)
-    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
-        raise ConfigError("seed", config.seed, "must be an integer ≥ 0", "pass seed=0")
-    members = config.pbt.population or (len(seeds) if isinstance(seeds, (list, tuple)) else seeds)
-    if members > MAX_MEMBERS:
-        raise ConfigError(
-            "pbt.population" if config.pbt.population else "seeds",
-            members,
-            f"at most {MAX_MEMBERS:,} members fit one program (every record holds a value per member)",
-            "split the seeds over several runs (seed=, seeds=[…])",
-        )
-    last = max(seeds) if isinstance(seeds, (list, tuple)) else config.seed + members - 1
-    if last >= 2**32:
-        raise ConfigError(
-            "seeds" if isinstance(seeds, (list, tuple)) else "seed",
-            list(seeds) if isinstance(seeds, (list, tuple)) else config.seed,
-            f"seed ids must be below 2^32 = {2**32} (jax.random.key takes a uint32; the last id would be {last})",
-            "pass smaller seed ids, e.g. seed=0",
-        )
-    _finite_floats(config)
-    require_positive_int("num_envs", config.num_envs, 4)
-    require_positive_int("total_timesteps", config.total_timesteps, 500000)
-    require_positive_int("num_evals", config.num_evals, 20)
-    require_positive_int("eval.episodes", config.eval.episodes, 16)
-    require_positive_int("keep", config.keep, 2)
-    if config.resume is not None and not str(config.resume).strip():
-        raise ConfigError("resume", "", "needs the run directory to continue", "pass resume=RUN_DIR, or drop resume=")
-    _validate_logger(config.logger)
-    if config.progress not in (True, False, "chunk"):
-        raise ConfigError("progress", config.progress, "must be true, false or chunk", "pass progress=chunk")
-    if not isinstance(config.compile_cache, str) or not config.compile_cache.strip():
-        raise ConfigError(
-            "compile_cache", config.compile_cache, "must be auto, off or a directory", "pass compile_cache=off"
-        )
-    _validate_parallel(config)
-    require_one_of("perf", config.perf, ("auto", "on", "off"), "auto")
-    require_one_of("on_nan", config.on_nan, ("stop", "drop"), "stop")
-    if config.eval.max_steps < 0:
-        raise ConfigError(
-            "eval.max_steps", config.eval.max_steps, "must be ≥ 0 (0 = env's limit)", "pass eval.max_steps=0"
-        )
-    _validate_pbt(config.pbt)
-    if config.sweep.samples < 0:
-        raise ConfigError("sweep.samples", config.sweep.samples, "must be ≥ 0 (0 = grid)", "pass sweep.samples=64")
-    if config.sweep.max_members < 0:
-        raise ConfigError(
-            "sweep.max_members", config.sweep.max_members, "must be ≥ 0 (0 = one program per group)", "pass e.g. 4096"
-        )
+    With ``resume=RUN_DIR`` it is that run's own config (its ``config.yaml``)
+    with only the resumable settings (:data:`jaxrl.core.config.RESUMABLE`:
+    how a run is watched or laid out) changed; anything else is refused."""
+    overrides = [str(a) for a in argv if str(a).strip()]
+    resume = None
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key.strip() == "resume" and value not in ("", "null", "None"):
+            resume = os.path.abspath(os.path.expanduser(value))
+    if resume is None:
+        config = parse(overrides)
+        return validate(config) if check else config
+    stored = load_run_config(resume)
+    changed = [item for item in overrides if item.partition("=")[0].strip() != "resume"]
+    for item in changed:
+        key, _, value = item.partition("=")
+        if key.strip() not in RESUMABLE:
+            raise ConfigError(
+                key.strip(),
+                value,
+                "cannot be changed when resuming (it would change the run)",
+                "drop it, or start a new run",
+            )
+    given = parse(changed)
+    changes: dict[str, Any] = {}
+    for item in changed:
+        section, _, name = item.partition("=")[0].strip().rpartition(".")
+        if section:  # e.g. dist.process_id: each process of a multi-process run passes its own
+            changes[section] = dataclasses.replace(
+                changes.get(section, getattr(stored, section)), **{name: getattr(getattr(given, section), name)}
+            )
+        else:
+            changes[name] = getattr(given, name)
+    return validate(dataclasses.replace(stored, run_dir=resume, resume=resume, **changes))
 
-    algorithm = get(config.algo.name)
-    _validate_actions(config, algorithm)
-    algorithm.validate(config)
-    if config.pbt.population:
-        for name in config.pbt.hparams:
-            if name not in algorithm.traced:
-                raise ConfigError(
-                    "pbt.hparams",
-                    list(config.pbt.hparams),
-                    f"{name!r} is not a float hyperparameter of {algorithm.name}",
-                    f"pick from {', '.join(algorithm.pbt_bounds)}",
-                )
-            if name not in algorithm.pbt_bounds:
-                raise ConfigError(
-                    "pbt.hparams",
-                    list(config.pbt.hparams),
-                    f"{name!r} cannot evolve in {algorithm.name}; evolvable: {', '.join(algorithm.pbt_bounds)}",
-                    f"pass pbt.hparams=[{','.join(list(algorithm.pbt_bounds)[:2])}]",
-                )
+
+def load_run_config(run_dir: str, field: str = "resume") -> Config:
+    """The Config stored in ``run_dir/config.yaml`` (ConfigError naming ``field``)."""
+    import yaml
+
+    path = os.path.join(run_dir, "config.yaml")
+    if not os.path.isdir(run_dir):
+        raise ConfigError(
+            field, run_dir, "directory does not exist", "pass the run directory printed at the start of a run"
+        )
+    if not os.path.isfile(path):
+        raise ConfigError(
+            field,
+            run_dir,
+            "is not a run directory (no config.yaml)",
+            "pass the run directory printed at the start of a run",
+        )
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+        if not isinstance(data, dict):
+            raise ValueError("not a mapping")
+        config = from_dict(data)
+    except ConfigError as error:
+        raise ConfigError(field, run_dir, f"config.yaml is invalid ({error})", "start a new run") from None
+    except Exception as error:
+        raise ConfigError(
+            field, run_dir, f"config.yaml is corrupt ({type(error).__name__})", "start a new run"
+        ) from None
     return config
 
 
-def _validate_actions(config: Config, algorithm: Any) -> None:
-    """The env's action kind must be one the algorithm handles (its backend
-    says which, :func:`jaxrl.envs.action_kind`)."""
-    _refuse_actions(algorithm, envs.canonical_name(config.env.name), envs.action_kind(config.env.name))
+def config_for(env: str, *overrides: str, **keys: Any) -> Config:
+    """The validated config ``python -m jaxrl.train env=ENV …`` runs — the
+    env's preset for the algorithm applied, then the overrides — for research
+    code that calls :func:`jaxrl.make_train` itself.
 
+    ``overrides`` are the CLI's own ``"key=value"`` strings; ``keys`` the same
+    as keyword arguments, a section's keys as a dict::
 
-def check_env_actions(config: Config, env: envs.Env) -> None:
-    """:func:`validate`'s action check on the built ``env`` — for backends
-    that cannot tell the kind before building (``Backend.actions`` → None) —
-    and the torso's check of the env's observation shape (``algo.network=cnn``
-    on vector observations). Called before a run writes anything."""
-    kind = "discrete" if isinstance(env.action_space, envs.Discrete) else "continuous"
-    _refuse_actions(get(config.algo.name), envs.canonical_name(config.env.name) or env.name, kind)
-    network = getattr(config.algo, "network", None)
-    if network in torso_names():  # the torso takes the env's observation rank (e.g. a CNN needs [H, W, C])
-        make_torso(network, config.algo, tuple(env.obs_shape))
+        jaxrl.config_for("cartpole", seeds=4)
+        jaxrl.config_for("pendulum", "algo.lr=1e-3", algo="sac", eval={"episodes": 4})
 
-
-def _refuse_actions(algorithm: Any, env: str | None, kind: str | None) -> None:
-    if kind is not None and kind not in algorithm.actions:
-        other = " or ".join(algorithm.actions)
-        examples = "pendulum, mountaincar-continuous, brax envs" if kind == "discrete" else "cartpole, acrobot"
-        raise ConfigError(
-            "algo",
-            algorithm.name,
-            f"needs {other} actions and {env} has {kind} ones",
-            f"use algo=ppo, or a {other} env ({examples})",
-        )
-
-
-# Integer settings that never reach the program as an int32 (counted exactly on the host).
-_WIDE_INTS = {"total_timesteps", "seed", "seeds"}
-
-
-def _finite_floats(config: Config) -> None:
-    """Every float setting is a finite number (NaN and ±inf pass no range check
-    by themselves) and every integer one fits the program's int32."""
-    import math
-
-    for prefix, section in [("", config), ("algo.", config.algo), *((f"{n}.", getattr(config, n)) for n in SECTIONS)]:
-        for f in dataclasses.fields(section):
-            value = getattr(section, f.name)
-            ints = [v for v in (value if isinstance(value, tuple) else (value,)) if type(v) is int]
-            if f.name not in _WIDE_INTS and any(abs(v) >= 2**31 for v in ints):
-                raise ConfigError(
-                    f"{prefix}{f.name}",
-                    list(value) if isinstance(value, tuple) else value,
-                    f"must be below 2^31 = {2**31} (an int32 inside the program)",
-                    f"pass a smaller {prefix}{f.name}",
-                )
-            if isinstance(value, float) and not math.isfinite(value):
-                default = f.default if isinstance(f.default, float) else 1.0
-                raise ConfigError(
-                    f"{prefix}{f.name}", value, "must be a finite number", f"pass e.g. {prefix}{f.name}={default}"
-                )
-            if isinstance(value, tuple) and any(isinstance(v, float) and not math.isfinite(v) for v in value):
-                raise ConfigError(
-                    f"{prefix}{f.name}",
-                    list(value),
-                    "must hold finite numbers",
-                    f"drop the nan/inf from {prefix}{f.name}",
-                )
-
-
-def _validate_logger(logger: str) -> None:
-    import importlib.util
-
-    choices = ("jsonl", "tensorboard", "wandb", "tensorboard+wandb")
-    if logger not in choices:
-        raise ConfigError("logger", logger, f"must be one of {', '.join(choices)}", "pass logger=tensorboard")
-    needs = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
-    for name, (module, extra) in needs.items():
-        if name in logger and importlib.util.find_spec(module) is None:
-            raise ConfigError(
-                "logger", logger, f"needs the {module} package, which is not installed", f"pip install 'jaxrl[{extra}]'"
-            )
-
-
-def _validate_parallel(config: Config) -> None:
-    require_one_of("parallel", config.parallel, ("seeds", "data"), "seeds")
-    if isinstance(config.devices, bool) or not isinstance(config.devices, int) or config.devices < 0:
-        raise ConfigError("devices", config.devices, "must be an integer ≥ 0 (0: all devices)", "pass devices=0")
-    if config.parallel == "data":
-        if not get(config.algo.name).data_parallel:
-            raise ConfigError(
-                "parallel",
-                "data",
-                f"splits one run's envs over devices, which {config.algo.name} does not support (it shards seeds only)",
-                "pass parallel=seeds",
-            )
-    dist = config.dist
-    if isinstance(dist.num_processes, bool) or not isinstance(dist.num_processes, int) or dist.num_processes < 1:
-        raise ConfigError(
-            "dist.num_processes", dist.num_processes, "must be an integer ≥ 1", "pass dist.num_processes=2"
-        )
-    if not 0 <= dist.process_id < dist.num_processes:
-        raise ConfigError(
-            "dist.process_id",
-            dist.process_id,
-            f"must lie in [0, {dist.num_processes - 1}] (dist.num_processes={dist.num_processes})",
-            "number the processes 0 … N-1",
-        )
-    if dist.num_processes > 1 and not dist.coordinator and not dist.auto:
-        raise ConfigError(
-            "dist.coordinator",
-            "",
-            "is needed when dist.num_processes > 1",
-            "pass dist.coordinator=HOST:PORT of process 0",
-        )
-    if dist.coordinator:
-        host, sep, port = dist.coordinator.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ConfigError(
-                "dist.coordinator", dist.coordinator, "must be HOST:PORT", "pass e.g. dist.coordinator=10.0.0.1:1234"
-            )
-    require_positive_int("dist.heartbeat_s", dist.heartbeat_s, 30)
-
-
-def _validate_pbt(pbt: PBTConfig) -> None:
-    if pbt.population < 0 or pbt.population == 1:
-        raise ConfigError("pbt.population", pbt.population, "must be 0 (off) or ≥ 2", "pass pbt.population=16")
-    if pbt.interval < 0:
-        raise ConfigError("pbt.interval", pbt.interval, "must be ≥ 0 updates (0 = one chunk)", "pass pbt.interval=0")
-    if not 0.0 < pbt.fraction <= 0.5:
-        raise ConfigError("pbt.fraction", pbt.fraction, "must lie in (0, 0.5]", "pass pbt.fraction=0.25")
-    if not 0.0 <= pbt.resample_prob <= 1.0:
-        raise ConfigError("pbt.resample_prob", pbt.resample_prob, "must lie in [0, 1]", "pass pbt.resample_prob=0.25")
-    if not pbt.perturb_factors or any(f <= 0 for f in pbt.perturb_factors):
-        raise ConfigError(
-            "pbt.perturb_factors",
-            list(pbt.perturb_factors),
-            "must be positive numbers",
-            "pass pbt.perturb_factors=[0.8,1.25]",
-        )
-    if pbt.init_spread < 1.0:
-        raise ConfigError("pbt.init_spread", pbt.init_spread, "must be ≥ 1", "pass pbt.init_spread=2")
+    Raises :class:`~jaxrl.core.errors.ConfigError` for a bad env, key or value.
+    """
+    items = [f"env={env}", *overrides]
+    for key, value in keys.items():
+        if isinstance(value, dict):
+            items += [f"{key}.{k}={_to_override_value(v)}" for k, v in value.items()]
+        else:
+            items.append(f"{key}={_to_override_value(value)}")
+    return resolve(items)
