@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 CORE   := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
 
-.PHONY: install install-dev test lint train docs bench clean
+.PHONY: install install-dev test test-fast lint train docs bench clean
 
 $(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,17 @@ install-dev: $(DEV)
 # most tests wait on one-threaded XLA compiles, so two keep both cores busy.
 test: $(DEV)
 	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -n 2 --dist loadscope
+
+# The inner-loop tier (< 3 min on 2 cores): the pure pieces against their oracles
+# (plain loops, closed forms, distrax), the config and architecture contracts, the
+# algorithm seam, and the CLI end to end on tiny runs (resume, damaged checkpoints).
+FAST := tests/test_advantages.py tests/test_distributions.py tests/test_normalize.py \
+	tests/test_optim.py tests/test_packing.py tests/test_stats.py tests/test_shuffle.py \
+	tests/test_recurrent.py tests/test_config.py tests/test_architecture.py \
+	tests/test_after_training.py tests/test_lineage.py tests/test_env_backend.py \
+	tests/test_algorithm_seam.py tests/test_cli.py
+test-fast: $(DEV)
+	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -n 2 --dist loadscope $(FAST)
 
 lint: $(DEV)
 	$(BIN)/ruff check jaxrl tests experiments

@@ -1,6 +1,6 @@
 """mkdocs hook: the configuration reference on cli.md, generated from the schema.
 
-``<!-- config-keys -->`` on a page becomes tables of every key of
+``<!-- config-keys -->`` on a page is followed by tables of every key of
 :func:`jaxrl.run.overrides.schema` (the run, ``env.*``, ``eval.*``, ``pbt.*``,
 ``sweep.*``, ``dist.*``), one table of ``algo.*`` keys per registered algorithm
 (the traced hyperparameters marked) and one of the sweep launcher's
@@ -9,7 +9,10 @@ description is the ``# comment`` at the end of its dataclass field (or, when the
 field has none, the comment lines right above it), read from the class source,
 so the page cannot drift from the code: tests/test_docs.py checks that the built
 page lists every key. ``<!-- cli-usage -->`` becomes each command's ``--help``
-text, taken from the command's module.
+text, taken from the command's module. The generated text is committed between
+each marker and its end marker (``<!-- /config-keys -->``), so that cli.md reads
+whole as a file; ``python docs/hooks.py`` regenerates it, and a test checks that
+it is current.
 """
 
 from __future__ import annotations
@@ -209,9 +212,28 @@ def usage() -> str:
     return "\n".join(out)
 
 
-def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    if USAGE_MARKER in markdown:
-        markdown = markdown.replace(USAGE_MARKER, usage())
-    if MARKER in markdown:
-        markdown = markdown.replace(MARKER, reference())
+def fill(markdown: str) -> str:
+    """``markdown`` with the text between each marker and its end marker
+    (``<!-- /cli-usage -->``, ``<!-- /config-keys -->``) generated afresh."""
+    for marker, generate in ((USAGE_MARKER, usage), (MARKER, reference)):
+        if marker not in markdown:
+            continue
+        end = marker.replace("<!-- ", "<!-- /")
+        head, _, rest = markdown.partition(marker)
+        _, found, tail = rest.partition(end)
+        if not found:
+            raise ValueError(f"{marker} has no {end}")
+        markdown = f"{head}{marker}\n\n{generate().strip()}\n\n{end}{tail}"
     return markdown
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    return fill(markdown)
+
+
+if __name__ == "__main__":  # python docs/hooks.py: regenerate the committed text of docs/cli.md
+    import pathlib
+
+    page = pathlib.Path(__file__).with_name("cli.md")
+    page.write_text(fill(page.read_text()))
+    print(f"regenerated {page}")

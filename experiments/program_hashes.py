@@ -47,19 +47,20 @@ def _digest(lowered) -> str:
 
 
 def _lowered(argv: list[str]) -> dict[str, object]:
-    """The run's programs for ``argv`` at ``MEMBERS`` seeds: its init, its chunk
-    program without and with the live-progress callback."""
+    """The run's programs for ``argv`` at ``MEMBERS`` seeds: its init, advance
+    (a segment of updates) and close (the chunk's evaluation) programs."""
+    import numpy as np
+
     from jaxrl.run import program
     from jaxrl.run.overrides import resolve
     from jaxrl.run.spec import prepare
 
     spec = prepare(resolve([*argv, f"seeds={MEMBERS}"]), "/nonexistent", layout=False)
     built = program.build(spec)
-    with_progress = program.build(spec, progress=lambda report: None)
     return {
         "init": jax.jit(built.init).lower(built.keys, spec.members.hparams),
-        "chunk": jax.jit(built.step, donate_argnums=0).lower(built.abstract),
-        "chunk+progress": jax.jit(with_progress.step, donate_argnums=0).lower(built.abstract),
+        "advance": jax.jit(built.advance, donate_argnums=0).lower(built.abstract, np.int32(1)),
+        "close": jax.jit(built.close, donate_argnums=0).lower(built.abstract),
     }
 
 

@@ -20,19 +20,46 @@ Packages import only downward: CLI entry points (``jaxrl.train``, ``sweep``,
 :mod:`jaxrl.trainer` (the compiled program) → :mod:`jaxrl.algos` →
 :mod:`jaxrl.nets` / :mod:`jaxrl.rl` / :mod:`jaxrl.envs` → :mod:`jaxrl.perf` →
 :mod:`jaxrl.core`. Importing jaxrl changes no environment variable or XLA
-flag; the CLI entry points configure the process
+flag, and loads JAX only when one of the names above is first used, so that
+the CLI entry points can configure the process first
 (:func:`jaxrl.perf.platform.configure`).
 """
 
-from jaxrl import algos, envs, nets, ppo, sac
-from jaxrl.core.config import Config
-from jaxrl.core.errors import ConfigError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from jaxrl.core.version import __version__
-from jaxrl.rl.advantages import gae, gae_reference
-from jaxrl.run.overrides import config_for, parse
-from jaxrl.run.policy import load_policy
-from jaxrl.run.validation import validate
-from jaxrl.trainer.loop import Trainer, make_train
+
+if TYPE_CHECKING:
+    from jaxrl import algos, envs, nets, ppo, sac
+    from jaxrl.core.config import Config
+    from jaxrl.core.errors import ConfigError
+    from jaxrl.rl.advantages import gae, gae_reference
+    from jaxrl.run.overrides import config_for, parse
+    from jaxrl.run.policy import load_policy
+    from jaxrl.run.validation import validate
+    from jaxrl.trainer.loop import Trainer, make_train
+
+# name -> (module, attribute); attribute None: the module itself
+_WHERE: dict[str, tuple[str, str | None]] = {
+    "Config": ("jaxrl.core.config", "Config"),
+    "ConfigError": ("jaxrl.core.errors", "ConfigError"),
+    "Trainer": ("jaxrl.trainer.loop", "Trainer"),
+    "algos": ("jaxrl.algos", None),
+    "config_for": ("jaxrl.run.overrides", "config_for"),
+    "envs": ("jaxrl.envs", None),
+    "gae": ("jaxrl.rl.advantages", "gae"),
+    "gae_reference": ("jaxrl.rl.advantages", "gae_reference"),
+    "load_policy": ("jaxrl.run.policy", "load_policy"),
+    "make_train": ("jaxrl.trainer.loop", "make_train"),
+    "nets": ("jaxrl.nets", None),
+    "parse": ("jaxrl.run.overrides", "parse"),
+    "ppo": ("jaxrl.ppo", None),
+    "sac": ("jaxrl.sac", None),
+    "validate": ("jaxrl.run.validation", "validate"),
+}
 
 __all__ = [
     "Config",
@@ -52,3 +79,17 @@ __all__ = [
     "validate",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'jaxrl' has no attribute {name!r}")
+    module, attribute = _WHERE[name]
+    value = importlib.import_module(module)
+    value = value if attribute is None else getattr(value, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

@@ -12,21 +12,25 @@ import dataclasses
 import sys
 from typing import Any
 
-import jax
-import jax.numpy as jnp
+from jaxrl.perf import platform  # noqa: I001  (first: it settles the process before jax loads)
 
-from jaxrl import perf
-from jaxrl.core.contract import policy_step
-from jaxrl.core.errors import ConfigError
-from jaxrl.perf import platform
-from jaxrl.run import memory, parallel, stats
-from jaxrl.run.io import write_json
-from jaxrl.run.policy import open_run
-from jaxrl.run.render import episode_observations, save_gif
-from jaxrl.run.rundir import layout_note
-from jaxrl.run.summary import set_blocks, sets_table
-from jaxrl.trainer.evaluate import make_evaluate
-from jaxrl.trainer.loop import make_evaluate_sets, make_train
+if __name__ == "__main__":  # python -m jaxrl.evaluate: XLA's log level and flags before jaxlib loads
+    platform.configure()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from jaxrl import perf  # noqa: E402
+from jaxrl.core.contract import policy_step  # noqa: E402
+from jaxrl.core.errors import ConfigError  # noqa: E402
+from jaxrl.run import memory, parallel, stats  # noqa: E402
+from jaxrl.run.io import write_json  # noqa: E402
+from jaxrl.run.policy import open_run  # noqa: E402
+from jaxrl.run.render import episode_observations, save_gif  # noqa: E402
+from jaxrl.run.rundir import layout_note  # noqa: E402
+from jaxrl.run.summary import set_blocks, sets_table  # noqa: E402
+from jaxrl.trainer.evaluate import make_evaluate  # noqa: E402
+from jaxrl.trainer.loop import make_evaluate_sets, make_train  # noqa: E402
 
 __all__ = ["USAGE", "main"]
 
@@ -126,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         print(note, file=sys.stderr)
     # the selected members over as many of this process's devices as divide them (training's rule)
     layout = parallel.reading_plan(run.config, len(members))
+    # a subset of the members cannot keep training's layout, and the tool chose both: no note then
     note = layout_note(run.meta, parallel.layout_record(layout), "this evaluation runs")
-    if note:
+    if note and options["seed"] == "all":
         print(note, file=sys.stderr)
 
     import numpy as np
@@ -203,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = stats.summarize(means, solved)
     lo, hi = summary["ci95"]
     lines.append(
-        f"across {len(members)} seeds: IQM {summary['iqm']:.2f} [{lo:.2f}, {hi:.2f}], mean {summary['mean']:.2f}"
+        f"across {len(members)} seed{'s' if len(members) != 1 else ''}: IQM {summary['iqm']:.2f} [{lo:.2f}, {hi:.2f}], mean {summary['mean']:.2f}"
         + (f", solved {summary['solved_fraction'] * 100:.0f}%" if solved is not None else "")
     )
     out = {

@@ -1,16 +1,9 @@
 """``python -m jaxrl.export RUN_DIR [seed=K] [out=DIR] [deterministic=true|false]``
 
 Writes one trained seed's policy as a serialized ``jax.export`` artifact plus
-its parameters, runnable with jax and numpy alone (no jaxrl import)::
-
-    import jax, numpy as np
-    exported = jax.export.deserialize(open("policy.jaxexport", "rb").read())
-    params = np.load("params.npz")
-    leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
-    action = exported.call(leaves, obs, key_data)   # obs [B, *obs_shape] float32, key_data uint32 [2]
-
-The batch dimension ``B`` is symbolic (any size). ``policy.json`` describes
-the observation and action spaces; ``run_policy.py`` is the snippet above.
+the parameters it reads (named; no critic, optimizer state or replay buffer),
+runnable with jax, numpy and flatbuffers alone (no jaxrl import): see
+:data:`USAGE`, which ``--help`` prints.
 """
 
 from __future__ import annotations
@@ -19,17 +12,40 @@ import os
 import sys
 from typing import Any
 
-from jaxrl.core.errors import ConfigError
-from jaxrl.perf import platform
-from jaxrl.run import export
+from jaxrl.perf import platform  # noqa: I001  (first: it settles the process before jax loads)
 
-__all__ = ["main"]
+if __name__ == "__main__":  # python -m jaxrl.export: XLA's log level and flags before jaxlib loads
+    platform.configure()
+
+from jaxrl.core.errors import ConfigError  # noqa: E402
+from jaxrl.run import export  # noqa: E402
+
+__all__ = ["USAGE", "main"]
+
+USAGE = """usage: python -m jaxrl.export RUN_DIR [seed=K] [out=DIR] [deterministic=true|false]
+
+Writes one trained seed's policy (default: the run's first seed) to out=
+(default: RUN_DIR/export-seedK): policy.jaxexport (a serialized jax.export
+artifact, batch size symbolic), params.npz (the parameters the policy reads,
+by name), policy.json (spaces, call signature, parameter order) and
+run_policy.py. Running it needs jax, numpy and flatbuffers only
+(pip install jax numpy flatbuffers), no jaxrl:
+
+    import json, jax, numpy as np
+    spec = json.load(open("policy.json"))
+    exported = jax.export.deserialize(open("policy.jaxexport", "rb").read())
+    params = np.load("params.npz")
+    leaves = [params[name] for name in spec["params"]]
+    action = exported.call(leaves, obs, key_data)  # obs [B, *obs_shape] float32, key_data uint32 [2]
+
+deterministic=false exports the sampling policy (key_data then matters). A
+recurrent policy takes and returns its carry: see policy.json's "call"."""
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
-        print(__doc__)
+        print(USAGE)
         return 0
     platform.configure()
     platform.quiet_libraries()

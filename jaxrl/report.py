@@ -13,8 +13,8 @@ instead of its own evaluation: e.g. a nominal and a randomized run compared
 on the same held-out set.
 
 Writes ``report.md``, ``report.csv``, ``report.json`` and the plots to
-``out=`` (default: the run or sweep directory when there is one, else
-``./report-<timestamp>``) and prints the Markdown table.
+``out=`` (default: a new ``./report-<timestamp>``; a run's or sweep's own
+files are never touched) and prints the Markdown table.
 """
 
 from __future__ import annotations
@@ -23,11 +23,15 @@ import os
 import sys
 import time
 
-import numpy as np
+from jaxrl.perf import platform  # noqa: I001  (first: it settles the process before jax loads)
 
-from jaxrl.core.errors import ConfigError
-from jaxrl.perf import platform
-from jaxrl.run import report as report_lib
+if __name__ == "__main__":  # python -m jaxrl.report: XLA's log level and flags before jaxlib loads
+    platform.configure()
+
+import numpy as np  # noqa: E402
+
+from jaxrl.core.errors import ConfigError  # noqa: E402
+from jaxrl.run import report as report_lib  # noqa: E402
 
 __all__ = ["USAGE", "main"]
 
@@ -77,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 for e in loaded:
                     e.label = f"{os.path.basename(os.path.normpath(d))}: {e.label}"
             entries += loaded
-        here = dirs[0] if options["set"] is None else os.path.join(dirs[0], f"report-{options['set']}")
-        out = options["out"] or (here if len(dirs) == 1 else f"report-{time.strftime('%Y%m%d-%H%M%S')}")
+        out = options["out"] or _new_dir(f"report-{time.strftime('%Y%m%d-%H%M%S')}")
         report = report_lib.build(entries, target)
         report["eval_set"] = options["set"]
         text = report_lib.write(entries, report, out, plots=options["plots"] == "true")
@@ -88,6 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"\nreport written to {os.path.abspath(out)}", file=sys.stderr)
     return 0
+
+
+def _new_dir(name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``, … when it exists (two reports in one second)."""
+    candidate, n = name, 1
+    while os.path.exists(candidate):
+        n += 1
+        candidate = f"{name}-{n}"
+    return candidate
 
 
 if __name__ == "__main__":

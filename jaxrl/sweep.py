@@ -28,10 +28,14 @@ import os
 import sys
 from typing import Any
 
-from jaxrl.core.errors import ConfigError
-from jaxrl.perf import platform
-from jaxrl.run import sweeping
-from jaxrl.run.signals import StopRequest
+from jaxrl.perf import platform  # noqa: I001  (first: it settles the process before jax loads)
+
+if __name__ == "__main__":  # python -m jaxrl.sweep: XLA's log level and flags before jaxlib loads
+    platform.configure()
+
+from jaxrl.core.errors import ConfigError  # noqa: E402
+from jaxrl.run import sweeping  # noqa: E402
+from jaxrl.run.signals import StopRequest  # noqa: E402
 
 __all__ = ["USAGE", "main", "run_on_ray"]
 

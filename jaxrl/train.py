@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import sys
 
-from jaxrl.core.errors import ConfigError
-from jaxrl.perf import platform
-from jaxrl.run import training
-from jaxrl.run.overrides import resolve
-from jaxrl.run.signals import StopRequest
+from jaxrl.perf import platform  # noqa: I001  (first: it settles the process before jax loads)
+
+if __name__ == "__main__":  # python -m jaxrl.train: XLA's log level and flags before jaxlib loads
+    platform.configure()
+
+from jaxrl.core.errors import ConfigError  # noqa: E402
+from jaxrl.run import training  # noqa: E402
+from jaxrl.run.overrides import resolve, to_dict  # noqa: E402
+from jaxrl.run.signals import StopRequest  # noqa: E402
 
 __all__ = ["USAGE", "main"]
 
@@ -51,15 +55,16 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   pbt.population=16 pbt.interval=20 pbt.hparams=[lr,ent_coef,clip_eps] pbt.fitness=SET (an eval.sets name)
   (sweeps: python -m jaxrl.sweep …; comparisons: python -m jaxrl.report RUN_DIR …)
 
-Per-env presets apply first; your overrides win. Defaults: see jaxrl/core/config.py and jaxrl/algos/<algo>.py.
+Per-env presets apply first; your overrides win. `--help env=NAME [key=value ...]` prints
+the resolved config without training (jaxrl.config_for(NAME, ...) gives it to Python code).
 """
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help", "help") for a in argv):
-        print(USAGE)
-        return 0
+    helps = ("-h", "--help", "help")
+    if any(a in helps for a in argv):
+        return _help([a for a in argv if a not in helps])
     stopper = StopRequest()  # from the start: Ctrl-C while compiling also exits cleanly
     stopper.install()
     try:
@@ -77,6 +82,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         stopper.restore()
+
+
+def _help(overrides: list[str]) -> int:
+    """``--help``: the usage; ``--help env=NAME …``: the config those overrides
+    run (the env's preset, then the overrides), as ``config.yaml`` would hold it."""
+    if not overrides:
+        print(USAGE)
+        return 0
+    import yaml
+
+    platform.quiet_libraries()
+    try:
+        config = resolve(overrides)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"# python -m jaxrl.train {' '.join(overrides)}: the resolved config (the env's preset, then yours)")
+    print(yaml.safe_dump(to_dict(config), sort_keys=False, default_flow_style=None), end="")
+    return 0
 
 
 if __name__ == "__main__":

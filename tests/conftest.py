@@ -1,4 +1,4 @@
-"""Test settings: CPU only, deterministic, small."""
+"""Test settings: CPU only, deterministic, small; the fixtures many modules share."""
 
 import atexit
 import os
@@ -24,3 +24,12 @@ os.environ.setdefault("JAXRL_CPU_DEVICES", "1")
 from jaxrl.perf.platform import usable_cores  # noqa: E402  (after the settings above)
 
 os.environ.setdefault("PJRT_NPROC", str(usable_cores()))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A user's working directory, one per test module: runs land in its runs/."""
+    return tmp_path_factory.mktemp("user")

@@ -130,8 +130,9 @@ RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.M)
 
 
 def user_env() -> dict[str, str]:
-    """The test session's environment without the layout pins tests/conftest.py sets."""
-    env = {k: v for k, v in os.environ.items() if k not in PINS}
+    """The test session's environment without the layout pins tests/conftest.py sets
+    (nor the C++ log level that importing jax here set: a user's shell has none)."""
+    env = {k: v for k, v in os.environ.items() if k not in (*PINS, "TF_CPP_MIN_LOG_LEVEL")}
     env.update(JAX_PLATFORMS="cpu", MPLBACKEND="Agg", WANDB_MODE="offline")
     return env
 
@@ -196,12 +197,12 @@ def check_train_run(proc: subprocess.CompletedProcess, members: int, solved: str
 
 EXPORTED = r"""
 import json, sys
-sys.modules["jaxrl"] = None  # jax and numpy alone
+sys.modules["jaxrl"] = None  # jax, numpy and flatbuffers alone
 import jax, numpy as np
 here = sys.argv[1]
 exported = jax.export.deserialize(open(f"{here}/policy.jaxexport", "rb").read())
 params = np.load(f"{here}/params.npz")
-leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
+leaves = [params[n] for n in json.load(open(f"{here}/policy.json"))["params"]]
 obs = np.asarray(json.loads(sys.argv[2]), np.float32)
 print(json.dumps(np.asarray(exported.call(leaves, obs, np.zeros(2, np.uint32))).tolist()))
 """
@@ -209,13 +210,13 @@ print(json.dumps(np.asarray(exported.call(leaves, obs, np.zeros(2, np.uint32))).
 
 EXPORTED_RECURRENT = r"""
 import json, sys
-sys.modules["jaxrl"] = None  # jax and numpy alone
+sys.modules["jaxrl"] = None  # jax, numpy and flatbuffers alone
 import jax, numpy as np
 here = sys.argv[1]
 exported = jax.export.deserialize(open(f"{here}/policy.jaxexport", "rb").read())
 spec = json.load(open(f"{here}/policy.json"))
 params = np.load(f"{here}/params.npz")
-leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
+leaves = [params[n] for n in json.load(open(f"{here}/policy.json"))["params"]]
 obs, done = np.asarray(json.loads(sys.argv[2]), np.float32), np.asarray(json.loads(sys.argv[3]))
 carry, actions = np.zeros((obs.shape[1], spec["carry_size"]), np.float32), []
 for t in range(len(obs)):
@@ -224,3 +225,35 @@ for t in range(len(obs)):
     carry = np.where(done[t][:, None], 0.0, np.asarray(carry))
 print(json.dumps(actions))
 """
+
+
+def python_with_only(root: Path, *distributions: str) -> tuple[list[str], dict[str, str]]:
+    """``(argv prefix, env)`` of a Python that sees only ``distributions`` and
+    the distributions they require (their installed files linked into one
+    directory; no site-packages, no jaxrl): what ``pip install`` of those alone
+    would give."""
+    import importlib.metadata as metadata
+
+    def requires(name: str) -> list[str]:
+        out = []
+        for req in metadata.distribution(name).requires or []:
+            if "extra ==" not in req:
+                out.append(re.match(r"[A-Za-z0-9_.\-]+", req).group(0))
+        return out
+
+    todo, seen = list(distributions), set()
+    while todo:
+        name = todo.pop()
+        if name.lower() not in seen:
+            seen.add(name.lower())
+            todo += requires(name)
+    site = root / "site"
+    site.mkdir(parents=True, exist_ok=True)
+    for name in seen:
+        dist = metadata.distribution(name)
+        for top in {Path(str(f)).parts[0] for f in dist.files or []}:
+            source = Path(dist.locate_file(top))
+            if top not in ("..", "__pycache__") and source.exists() and not (site / top).exists():
+                (site / top).symlink_to(source)
+    env = {**user_env(), "PYTHONPATH": str(site)}
+    return [sys.executable, "-S"], env

@@ -11,7 +11,7 @@ import pytest
 
 import jaxrl
 from jaxrl import train
-from tests.configs import CARTPOLE_TINY
+from tests.helpers import CARTPOLE_TINY
 
 
 def test_wandb_offline_run_is_written(tmp_path, monkeypatch):

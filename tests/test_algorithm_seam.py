@@ -224,7 +224,7 @@ def test_train_resume_evaluate_export(tmp_path, capsys):
     assert export.main([str(full), "seed=1", f"out={tmp_path / 'exported'}"]) == 0
     exported = jax.export.deserialize((tmp_path / "exported" / "policy.jaxexport").read_bytes())
     params = np.load(tmp_path / "exported" / "params.npz")
-    leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
+    leaves = [params[n] for n in json.loads((tmp_path / "exported" / "policy.json").read_text())["params"]]
     obs = np.asarray(jax.random.uniform(jax.random.key(0), (5, 4), minval=-0.2, maxval=0.2))
     want = jaxrl.load_policy(str(full), seed=1)(obs, jax.random.key(0))
     np.testing.assert_array_equal(np.asarray(exported.call(leaves, obs, np.zeros(2, np.uint32))), np.asarray(want))

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from jaxrl import evaluate, export, report, sweep, train
-from tests.configs import CARTPOLE_TINY
+from tests.helpers import CARTPOLE_TINY
 
 TINY = ["env=cartpole", *CARTPOLE_TINY, "seeds=2", "progress=false", "plots=false"]
 CLIS = {

@@ -131,3 +131,21 @@ def test_missing_checkpoint_gives_exit_2(tmp_path, capsys):
     write_config(str(run_dir / "config.yaml"), config)
     assert train.main([f"resume={run_dir}"]) == 2
     assert "no complete checkpoint" in capsys.readouterr().err
+
+
+def test_help_with_overrides_prints_the_resolved_config(capsys):
+    """``--help env=NAME …``: the config those overrides run (the env's preset,
+    then the overrides), without training; a bad env is the usual one line."""
+    import yaml
+
+    from jaxrl import config_for
+    from jaxrl.run.overrides import to_dict
+
+    assert train.main(["--help", "env=cartpole", "seeds=4", "algo.lr=1e-3"]) == 0
+    out = capsys.readouterr().out
+    shown = yaml.safe_load(out)
+    assert shown == to_dict(config_for("cartpole", "seeds=4", "algo.lr=1e-3"))
+    assert shown["algo"]["num_steps"] == 32 and shown["num_envs"] == 8  # the CartPole preset, not the defaults
+    assert train.main(["--help", "env=cartpol"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: env=cartpol: unknown environment") and err.count("\n") == 1

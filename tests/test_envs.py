@@ -7,7 +7,7 @@ import pytest
 
 from jaxrl import envs
 from jaxrl.envs.gymnax_env import GymnaxEnv
-from tests.configs import plain_and_drawn
+from tests.helpers import plain_and_drawn
 from tests.toy_envs import CountingEnv, Params
 
 

@@ -26,7 +26,7 @@ from jaxrl.envs.sets import parse_sets
 from jaxrl.run import stats
 from jaxrl.run.logs import scalars
 from jaxrl.trainer.loop import make_batched, make_train
-from tests.configs import records
+from tests.helpers import check_train_run, records, run, run_dir_of, user_env
 from tests.test_readme import (
     COMMANDS,
     GEN_EVALUATE,
@@ -34,10 +34,6 @@ from tests.test_readme import (
     GEN_PENDULUM,
     GEN_RANDOMIZED,
     GEN_REPORT,
-    check_train_run,
-    run,
-    run_dir_of,
-    user_env,
 )
 
 pytestmark = pytest.mark.timeout(600)
@@ -183,11 +179,6 @@ def cli(module: str, *args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=300, env=user_env()
     )
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    return tmp_path_factory.mktemp("user")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import pytest
 from jaxrl import sweep
 from jaxrl.core.errors import ConfigError
 from jaxrl.run import launch, sweeping
-from tests.test_readme import PINS, REPO, shrink, user_env
+from tests.helpers import PINS, REPO, shrink, user_env
 
 # docs/cluster.md's commands (tests/test_readme.py's COMMANDS lists them for this module)
 ONE = "python -m jaxrl.sweep env=cartpole seeds=8 num_envs=4,8 algo.lr=1e-3,3e-3"
@@ -104,11 +104,6 @@ def copy_sweep(source: Path, target: Path) -> Path:
     for name in ("report.json", "report.md", "report.csv"):
         (target / name).unlink(missing_ok=True)
     return target
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("launchers")
 
 
 @pytest.fixture(scope="module")
@@ -304,7 +299,8 @@ def test_a_group_that_is_not_in_the_sweep_and_a_missing_engine(one_process, monk
     monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: None if name == "ray" else real(name))
     assert sweep.main([f"resume={one_process}", "launcher=ray"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "launcher=ray: needs ray, which is not installed; fix: pip install 'jaxrl[ray]'" in err
+    # from this checkout, the command installs the extra from it (the index's jaxrl would replace it)
+    assert f"launcher=ray: needs ray, which is not installed; fix: pip install -e '{REPO}[ray]'" in err
     assert os.listdir(one_process).count("jobs") == 0
 
 

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.configs import BITWISE_ACROSS_MEMBER_COUNTS, CARTPOLE_TINY
+from tests.helpers import BITWISE_ACROSS_MEMBER_COUNTS, CARTPOLE_TINY
 
 LAYOUTS = (1, 2, 4)
 # 32 seeds: at least 8 members per device, where XLA:CPU's reductions stop depending on the count
@@ -62,7 +62,7 @@ for d in written:
             row["export"] = export.main([full, "seed=1", f"out={target}"])
         exported = jax.export.deserialize(open(f"{target}/policy.jaxexport", "rb").read())
         params = np.load(f"{target}/params.npz")
-        leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
+        leaves = [params[n] for n in json.load(open(f"{target}/policy.json"))["params"]]
         act = jaxrl.load_policy(full, seed=1)
         row["policy"] = np.asarray(act(obs, jax.random.key(0))).tolist()
         row["exported"] = np.asarray(exported.call(leaves, obs, np.zeros(2, np.uint32))).tolist()

@@ -9,8 +9,8 @@ import numpy as np
 from jaxrl import envs, make_train, parse, validate
 from jaxrl.nets.networks import ActorCritic
 from jaxrl.run.checkpoint import keys_to_data
-from jaxrl.trainer.loop import make_batched, seed_keys
-from tests.configs import CARTPOLE_TINY
+from jaxrl.trainer.loop import make_batched, make_segments, seed_keys
+from tests.helpers import CARTPOLE_TINY
 from tests.toy_envs import ConstantReward, CountingEnv, Params
 
 
@@ -166,23 +166,39 @@ def test_vmapped_hyperparameters_equal_separate_runs():
         )
 
 
-def test_progress_reports_every_k_updates_with_summed_episode_statistics():
+def test_a_chunk_run_in_segments_equals_the_chunk_in_one_program():
+    """The host runs a chunk as ``advance`` calls of at most ``capacity`` updates
+    (reporting progress between them) and a ``close``: the same states and
+    metrics, bit for bit, as the chunk in one program."""
     config = cfg(*SMALL, "seeds=2", "num_evals=1")
     trainer = make_train(config)
-    calls = []
-    init_b, chunk_b = make_batched(trainer, progress=calls.append, progress_every=3)
+    init_b, chunk_b = make_batched(trainer)
     states = jax.jit(init_b)(seed_keys(config), trainer.hparams)
-    _, m = jax.jit(chunk_b)(states, trainer.hparams)
-    jax.effects_barrier()
-    updates = trainer.chunk_updates
-    expected = sorted({u for u in range(3, updates + 1, 3)} | {updates})
-    assert [int(c.update) for c in calls] == expected
-    # nothing lost between reports: the sums over the reports are the chunk's sums
-    np.testing.assert_array_equal(
-        sum(np.asarray(c.episodes) for c in calls), np.asarray(m.updates.loop.episodes).sum(1)
+    want_states, want = jax.jit(chunk_b)(states, trainer.hparams)
+    _, advance, close = make_segments(trainer, capacity=3)
+    advance, close = jax.jit(advance), jax.jit(close)
+    parts, got_states, done = [], states, 0
+    while done < trainer.chunk_updates:
+        n = min(3, trainer.chunk_updates - done)
+        got_states, rows = advance(got_states, trainer.hparams, np.int32(n))
+        assert all(np.all(np.asarray(x)[:, n:] == 0) for x in jax.tree.leaves(rows))  # rows past n stay empty
+        parts.append(jax.tree.map(lambda x, n=n: np.asarray(x)[:, :n], rows))
+        done += n
+    assert len(parts) == -(-trainer.chunk_updates // 3) > 1
+    got_states, got_eval, _ = close(got_states)
+    updates = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *parts)
+    for a, b in zip(jax.tree.leaves((updates, got_eval)), jax.tree.leaves((want.updates, want.eval)), strict=True):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    same = jax.tree.map(
+        lambda a, b: bool(np.array_equal(a, b)),
+        *(
+            jax.tree.map(
+                lambda x: np.asarray(
+                    jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+                ),
+                t,
+            )
+            for t in (got_states, want_states)
+        ),
     )
-    np.testing.assert_allclose(
-        sum(np.asarray(c.episode_return_sum) for c in calls),
-        np.asarray(m.updates.loop.episode_return_sum).sum(1),
-        rtol=1e-5,
-    )
+    assert all(jax.tree.leaves(same))

@@ -20,7 +20,7 @@ from jaxrl import evaluate, parse, train, validate
 from jaxrl.algos import ppo
 from jaxrl.nets import networks
 from jaxrl.rl import optim
-from tests.configs import CARTPOLE_TINY
+from tests.helpers import CARTPOLE_TINY
 
 
 class LayerNormTorso(nn.Module):
@@ -151,8 +151,8 @@ def test_the_research_page_seams_block_runs():
     with what the page's first block defines (tests/test_docs.py runs the page)."""
     page = (Path(__file__).resolve().parents[1] / "docs" / "research.md").read_text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "optimizer=optax.adamw" in b)
-    assert "network=Torso()" in block and 'parse(["env=cartpole"])' in page
-    namespace: dict = {"jax": jax, "jaxrl": jaxrl, "config": validate(parse(["env=cartpole", *CARTPOLE_TINY]))}
+    assert "network=Torso()" in block and 'config = jaxrl.config_for("cartpole")' in page
+    namespace: dict = {"jax": jax, "jaxrl": jaxrl, "config": jaxrl.config_for("cartpole", *CARTPOLE_TINY)}
     exec(compile(block, "docs/research.md", "exec"), namespace)
     assert "LayerNorm_0" in namespace["state"].agent.params["params"]["actor_torso"]
     assert "LayerNorm_0" in namespace["state"].agent.params["params"]["critic_torso"]

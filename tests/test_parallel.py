@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.configs import CARTPOLE_TINY
+from tests.helpers import CARTPOLE_TINY
 
 TINY = ["env=cartpole", *CARTPOLE_TINY, "plots=false", "progress=false"]
 TIMING = {"chunk_time_s", "env_steps_per_s"}

@@ -11,7 +11,7 @@ import pytest
 import jaxrl
 from jaxrl import parse, perf, train, validate
 from jaxrl.nets.networks import ActorCritic
-from tests.configs import CARTPOLE_TINY
+from tests.helpers import CARTPOLE_TINY
 
 
 def _trainer(*args: str):

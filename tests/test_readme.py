@@ -18,22 +18,27 @@ tests/test_launchers.py's (``test_every_cluster_command_is_run_there``).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import (
+    EXPORTED,
+    EXPORTED_RECURRENT,
+    REPO,
+    check_train_run,
+    python_with_only,
+    run,
+    user_env,
+)
+
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 CLUSTER_PAGE = DOCS / "cluster.md"  # tests/test_launchers.py runs its commands
-PINS = ("JAXRL_CPU_DEVICES", "JAXRL_CPU_THREADS", "PJRT_NPROC", "NPROC", "XLA_FLAGS")
 
 MAIN = "python -m jaxrl.train env=cartpole seeds=16"
 PERF_OFF = "python -m jaxrl.train env=cartpole seeds=16 perf=off"
@@ -68,22 +73,6 @@ SUITE_BUDGETS = {
     "craftax": {"total_timesteps": "8192", "num_evals": "1", "eval.episodes": "2", "eval.max_steps": "200"},
     "playground": {"total_timesteps": "2048", "num_evals": "1", "eval.episodes": "2", "env.episode_length": "100"},
 }
-SUMMARY_FIELDS = {  # DESIGN.md's contract for summary.json
-    "env",
-    "algo",
-    "seeds",
-    "total_timesteps",
-    "final_eval_return",
-    "mean",
-    "median",
-    "iqm",
-    "ci95",
-    "solved_fraction",
-    "compile_time_s",
-    "train_time_s",
-    "env_steps_per_s",
-}
-RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.M)
 
 # documented command → the overrides that shrink its budget (None: run as written).
 TINY_CARTPOLE = {"total_timesteps": "8192", "num_evals": "2", "eval.episodes": "4"}
@@ -282,77 +271,6 @@ def cluster_only_commands() -> set[str]:
     return set(page_commands(CLUSTER_PAGE)) - set(readme_commands(others)) if CLUSTER_PAGE.exists() else set()
 
 
-def user_env() -> dict[str, str]:
-    """The test session's environment without the layout pins tests/conftest.py sets."""
-    env = {k: v for k, v in os.environ.items() if k not in PINS}
-    env.update(JAX_PLATFORMS="cpu", MPLBACKEND="Agg", WANDB_MODE="offline")
-    return env
-
-
-def shrink(command: str, changes: dict[str, str] | None) -> list[str]:
-    """``command`` as argv, with its budget keys replaced (or appended)."""
-    argv = shlex.split(command)
-    for key, value in (changes or {}).items():
-        spot = [i for i, a in enumerate(argv) if a.partition("=")[0] == key]
-        if spot:
-            argv[spot[0]] = f"{key}={value}"
-        else:
-            argv.append(f"{key}={value}")
-    return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
-
-
-def run(command: str, cwd: Path, changes: dict[str, str] | None = None, **subs: str) -> subprocess.CompletedProcess:
-    for name, value in subs.items():
-        command = command.replace(name, value)
-    proc = subprocess.run(
-        shrink(command, changes), cwd=cwd, env=user_env(), capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, f"{command}\n{proc.stderr[-3000:]}"
-    return proc
-
-
-def run_dir_of(proc: subprocess.CompletedProcess) -> Path:
-    found = RUN_DIR_LINE.findall(proc.stderr)
-    assert found, proc.stderr[-2000:]
-    return Path(found[-1])
-
-
-def default_devices(members: int) -> int:
-    """The layout the CLI picks by default: one device per usable core (≤ 8),
-    as many as divide the members."""
-    cores = min(8, len(os.sched_getaffinity(0)))
-    return max(d for d in range(1, cores + 1) if members % d == 0)
-
-
-def check_train_run(proc: subprocess.CompletedProcess, members: int, solved: str | None = None) -> tuple[Path, dict]:
-    """What the docs (quickstart.md) say a training run prints and writes."""
-    run_dir = run_dir_of(proc)
-    for name in ("config.yaml", "metrics.jsonl", "summary.json", "curves.png"):
-        assert (run_dir / name).is_file(), name
-    assert any(p.name.isdigit() for p in (run_dir / "checkpoints").iterdir())
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert SUMMARY_FIELDS <= set(summary), SUMMARY_FIELDS - set(summary)
-    assert len(summary["final_eval_return"]) == members == len(summary["seeds"])
-    lo, hi = summary["ci95"]
-    assert lo <= summary["iqm"] <= hi
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert config["run_dir"] == str(run_dir)
-    devices = default_devices(members)
-    assert summary["devices"] == devices
-    assert (f"({devices} devices, members sharded)" if devices > 1 else "(1 device") in proc.stderr
-    assert "IQM" in proc.stdout and "95% CI" in proc.stdout
-    assert "spmd_partitioner" not in proc.stderr, proc.stderr[-2000:]  # XLA's warnings stay off the terminal
-    if solved is not None:
-        assert f"solved          {solved}" in proc.stdout, proc.stdout
-    return run_dir, summary
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
-    """The user's working directory: runs land in its runs/."""
-    return tmp_path_factory.mktemp("user")
-
-
 @pytest.fixture(scope="module")
 def main_run(home) -> tuple[Path, dict]:
     proc = run(MAIN, home)
@@ -368,6 +286,14 @@ def test_every_readme_command_is_run_here():
     own = cluster_only_commands()
     assert not set(COMMANDS) & set(DESCRIBED)
     assert sorted(set(readme_commands()) - own) == sorted((set(COMMANDS) | set(DESCRIBED)) - own)
+
+
+def test_make_test_fast_runs_existing_modules():
+    """The quick tier the quickstart names (``make test-fast``) lists test modules that exist."""
+    makefile = (REPO / "Makefile").read_text()
+    listed = re.search(r"^FAST := (.*?)\n(?!\t)", makefile, flags=re.S | re.M).group(1).replace("\\\n", " ").split()
+    assert len(listed) >= 10 and all((REPO / m).is_file() for m in listed), listed
+    assert "test-fast: $(DEV)" in makefile and "$(FAST)" in makefile
 
 
 def test_every_cluster_command_is_run_there():
@@ -420,7 +346,8 @@ def test_evaluate_replays_the_final_evaluation_exactly(main_run, home):
 
 def test_evaluate_sampled_episodes_of_one_seed(main_run, home):
     run_dir, _ = main_run
-    run("python -m jaxrl.evaluate RUN_DIR episodes=100 seed=3 deterministic=false", home, RUN_DIR=str(run_dir))
+    proc = run("python -m jaxrl.evaluate RUN_DIR episodes=100 seed=3 deterministic=false", home, RUN_DIR=str(run_dir))
+    assert "across 1 seed:" in proc.stdout and "note:" not in proc.stderr  # the tool chose both layouts
     result = json.loads((run_dir / "evaluation.json").read_text())
     assert [s["seed"] for s in result["seeds"]] == [3] and len(result["seeds"][0]["returns"]) == 100
     assert result["deterministic"] is False
@@ -435,19 +362,6 @@ def test_evaluate_renders_a_gif(main_run, home):
     assert str(gif) in proc.stdout
     with Image.open(gif) as image:
         assert image.n_frames == json.loads((run_dir / "evaluation.json").read_text())["render"]["frames"] > 1
-
-
-EXPORTED = r"""
-import json, sys
-sys.modules["jaxrl"] = None  # jax and numpy alone
-import jax, numpy as np
-here = sys.argv[1]
-exported = jax.export.deserialize(open(f"{here}/policy.jaxexport", "rb").read())
-params = np.load(f"{here}/params.npz")
-leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
-obs = np.asarray(json.loads(sys.argv[2]), np.float32)
-print(json.dumps(np.asarray(exported.call(leaves, obs, np.zeros(2, np.uint32))).tolist()))
-"""
 
 
 def test_export_then_run_without_jaxrl_and_load_policy(main_run, home):
@@ -478,6 +392,21 @@ def test_export_then_run_without_jaxrl_and_load_policy(main_run, home):
     assert exported.returncode == 0, exported.stderr[-2000:]
     act = jaxrl.load_policy(str(run_dir), seed=3)  # this process: one device, as a user's Python has
     assert json.loads(exported.stdout) == np.asarray(act(obs, jax.random.key(0))).tolist()
+
+
+def test_the_export_needs_jax_numpy_and_flatbuffers_only(main_run, home, tmp_path):
+    """What the docs tell a user to install for an exported policy, and nothing else."""
+    run_dir, _ = main_run
+    out = tmp_path / "export"
+    run(f"python -m jaxrl.export RUN_DIR seed=3 out={out}", home, RUN_DIR=str(run_dir))
+    spec = json.loads((out / "policy.json").read_text())
+    assert spec["params"] and all("opt_state" not in n and "critic" not in n for n in spec["params"])
+    python, env = python_with_only(tmp_path, "jax", "numpy", "flatbuffers")
+    for absent in ("jaxrl", "flax", "optax"):
+        proc = subprocess.run([*python, "-c", f"import {absent}"], env=env, capture_output=True, text=True)
+        assert proc.returncode != 0, absent  # the environment holds only what the docs name
+    proc = subprocess.run([*python, str(out / "run_policy.py"), str(out)], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() in ("[0]", "[1]"), proc.stderr[-2000:]
 
 
 def test_tensorboard_logger(home):
@@ -557,6 +486,13 @@ def test_report_compares_a_sweep_and_a_run(grid_sweep, main_run, home):
     out = Path(re.findall(r"report written to (.+)$", proc.stderr, re.M)[-1])
     for name in ("report.md", "report.csv", "report.json"):
         assert (out / name).is_file(), name
+    # a new ./report-<timestamp> where the user ran it; the runs' own files untouched
+    assert out.parent == home and out.name.startswith("report-")
+    assert not (run_dir / "report.md").exists() and not (grid_sweep / "report-").exists()
+    curves = (run_dir / "curves.png").stat().st_mtime_ns
+    one = run("python -m jaxrl.report RUN_DIR", home, RUN_DIR=str(run_dir))
+    assert (run_dir / "curves.png").stat().st_mtime_ns == curves and not (run_dir / "report.md").exists()
+    assert "No performance profile: all 16 runs scored 500" in one.stdout  # every seed solved: nothing to profile
 
 
 def test_pbt(home):
@@ -688,25 +624,6 @@ def test_recurrent_evaluate_load_policy_and_export_reproduce_the_trainer(pomdp_r
     )
     assert exported.returncode == 0, exported.stderr[-2000:]
     assert json.loads(exported.stdout) == np.stack(expected).tolist()
-
-
-EXPORTED_RECURRENT = r"""
-import json, sys
-sys.modules["jaxrl"] = None  # jax and numpy alone
-import jax, numpy as np
-here = sys.argv[1]
-exported = jax.export.deserialize(open(f"{here}/policy.jaxexport", "rb").read())
-spec = json.load(open(f"{here}/policy.json"))
-params = np.load(f"{here}/params.npz")
-leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
-obs, done = np.asarray(json.loads(sys.argv[2]), np.float32), np.asarray(json.loads(sys.argv[3]))
-carry, actions = np.zeros((obs.shape[1], spec["carry_size"]), np.float32), []
-for t in range(len(obs)):
-    carry, action = exported.call(leaves, carry, obs[t], np.zeros(2, np.uint32))
-    actions.append(np.asarray(action).tolist())
-    carry = np.where(done[t][:, None], 0.0, np.asarray(carry))
-print(json.dumps(actions))
-"""
 
 
 def test_memorychain_preset_remembers(home):

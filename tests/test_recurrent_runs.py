@@ -9,7 +9,7 @@ import pytest
 from jaxrl import sweep, train
 from jaxrl.run import training
 from jaxrl.run.overrides import resolve
-from tests.configs import data_parallel_matches_one_device, records
+from tests.helpers import data_parallel_matches_one_device, records
 
 GRU = [
     "env=cartpole-pomdp",

@@ -48,3 +48,19 @@ def test_plot_curves_writes_png(tmp_path):
     path = tmp_path / "curves.png"
     stats.plot_curves(str(path), [("return", steps, values), ("other", steps[:3], values[:, :3])], solved_return=5)
     assert path.stat().st_size > 10_000
+
+
+def test_a_performance_profile_is_drawn_only_when_scores_differ(tmp_path):
+    from types import SimpleNamespace
+
+    from jaxrl.run import report
+
+    same = [SimpleNamespace(scores=np.full(8, 500.0)), SimpleNamespace(scores=np.full(8, 500.0))]
+    assert report.profile_note(same) == (
+        "No performance profile: all 16 runs scored 500 (a profile compares how scores spread; here they do not)."
+    )
+    assert report.profile_note([SimpleNamespace(scores=np.array([1.0, 2.0]))]) is None
+    assert (
+        report.profile_note([SimpleNamespace(scores=np.zeros(0))])
+        == "No performance profile: no run has a final score."
+    )

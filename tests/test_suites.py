@@ -29,8 +29,8 @@ from jaxrl.envs import jumanji_env, navix_env, suite, xminigrid_env
 from jaxrl.envs.core import Discrete
 from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs
 from jaxrl.run.checkpoint import Checkpointer
-from tests.configs import plain_and_drawn
-from tests.test_readme import SUITE_BUDGETS, SUITE_RUNS, run, run_dir_of, user_env
+from tests.helpers import plain_and_drawn, run, run_dir_of, user_env
+from tests.test_readme import SUITE_BUDGETS, SUITE_RUNS
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -247,15 +247,17 @@ def test_xminigrid_against_its_own_step():
     params = params.replace(max_steps=6)
     env = xminigrid_env.XMiniGridEnv(raw, params, "xminigrid:MiniGrid-Empty-5x5")
 
+    own_reset_jit, own_step_jit = jax.jit(raw.reset), jax.jit(raw.step)  # compiled once, not op by op
+
     def own(params):
         """XLand-MiniGrid's own reset and step under ``params``."""
 
         def reset():
-            ts = raw.reset(params, jax.random.key(0))
+            ts = own_reset_jit(params, jax.random.key(0))
             return ts, ts.observation
 
         def step(ts, a):
-            ts = raw.step(params, ts, jnp.int32(a))
+            ts = own_step_jit(params, ts, jnp.int32(a))
             kind = "mid" if int(ts.step_type) != 2 else ("terminated" if float(ts.discount) == 0 else "truncated")
             return ts, ts.observation, ts.reward, kind
 

@@ -16,7 +16,7 @@ from jaxrl.run.checkpoint import keys_to_data
 from jaxrl.run.policy import open_run
 from jaxrl.run.spec import members_of, parse_perturb
 from jaxrl.trainer import pbt
-from tests.configs import BITWISE_ACROSS_MEMBER_COUNTS, CARTPOLE_TINY
+from tests.helpers import BITWISE_ACROSS_MEMBER_COUNTS, CARTPOLE_TINY
 
 BASE = ["env=cartpole", "seeds=8", *CARTPOLE_TINY, "progress=false", "plots=false"]
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_readme import COMMANDS, EXPORTED, check_train_run, run, user_env
+from tests.helpers import EXPORTED, check_train_run, run, user_env
+from tests.test_readme import COMMANDS
 
 PQN_CARTPOLE = "python -m jaxrl.train env=cartpole algo=pqn seeds=16"
 TD3_PENDULUM = "python -m jaxrl.train env=pendulum algo=td3 seeds=4"
@@ -29,11 +30,6 @@ LEARNS = {
     "python -m jaxrl.train env=mountaincar-continuous algo=td3 seeds=8": ("min", 50.0),  # ≈ 93 from 35k steps
     "python -m jaxrl.train env=Breakout-MinAtar algo=pqn seeds=2": ("iqm", 2.0),
 }
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    return tmp_path_factory.mktemp("user")
 
 
 def _members(command: str) -> int:

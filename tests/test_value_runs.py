@@ -14,7 +14,7 @@ import pytest
 from jaxrl import sweep, train
 from jaxrl.run import training
 from jaxrl.run.overrides import resolve
-from tests.configs import data_parallel_matches_one_device, records
+from tests.helpers import data_parallel_matches_one_device, records
 
 COMMON = ["seeds=2", "num_evals=3", "eval.episodes=2", "plots=false", "progress=false", "algo.hidden_sizes=[16]"]
 PQN = [

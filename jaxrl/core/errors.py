@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["ConfigError", "error_line", "make_dir"]
+__all__ = ["ConfigError", "error_line", "install_command", "make_dir"]
 
 
 def error_line(error: BaseException, limit: int = 160) -> str:
@@ -43,3 +43,15 @@ class ConfigError(ValueError):
         self.constraint = constraint
         self.fix = fix
         super().__init__(f"{field_name}={value!s}: {constraint}; fix: {fix}")
+
+
+def install_command(extra: str) -> str:
+    """The command that installs jaxrl's ``extra`` here: ``pip install 'jaxrl[extra]'``,
+    or, when this jaxrl is a source checkout (``pip install -e .``), the same
+    from that checkout (the package index's jaxrl would replace it)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "jaxrl" / "__init__.py").is_file():
+        return f"pip install -e '{root}[{extra}]'"
+    return f"pip install 'jaxrl[{extra}]'"

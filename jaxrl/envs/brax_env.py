@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl.core.errors import ConfigError
+from jaxrl.core.errors import ConfigError, install_command
 from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Box, Env
 
@@ -177,7 +177,7 @@ def _resolve(text: str, explicit: bool) -> str | None:
 
 def _available() -> tuple[str, str] | None:
     if importlib.util.find_spec("brax") is None:
-        return "is a brax environment and brax is not installed", "pip install 'jaxrl[brax]'"
+        return "is a brax environment and brax is not installed", install_command("brax")
     return None
 
 

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl.core.errors import ConfigError
+from jaxrl.core.errors import ConfigError, install_command
 from jaxrl.envs.backends import Backend
 from jaxrl.envs.core import Discrete, Env, StepKeys
 
@@ -135,7 +135,7 @@ def flatten_obs(obs: Any, skip: tuple[str, ...] = ()) -> jax.Array:
 def missing(module: str, suite: str, extra: str) -> tuple[str, str] | None:
     """``(constraint, fix)`` when the suite's module is not installed, else None."""
     if importlib.util.find_spec(module) is None:
-        return f"is a {suite} environment and {suite} is not installed", f"pip install 'jaxrl[{extra}]'"
+        return f"is a {suite} environment and {suite} is not installed", install_command(extra)
     return None
 
 
@@ -156,7 +156,7 @@ def load(canonical: str, suite: str, module: str, dist: str, extra: str, build: 
             canonical,
             f"needs {suite}, and {dist} {_version(dist) or '?'} does not import with jax {jax.__version__} "
             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})",
-            f"pip install 'jaxrl[{extra}]' (the {dist} version tested with this jax)",
+            f"{install_command(extra)} (the {dist} version tested with this jax)",
         ) from None
 
 

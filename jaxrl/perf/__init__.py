@@ -24,12 +24,12 @@ numbers), so a run's numbers depend on the setting.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jax
-
-from jaxrl.perf import packing, shuffle
 from jaxrl.perf.platform import compiler_options
+
+if TYPE_CHECKING:  # jax loads on first use, so that the CLI configures the process first
+    import jax
 
 __all__ = ["MODES", "resolve", "of", "scan", "permutation", "compile_options"]
 
@@ -43,7 +43,11 @@ def resolve(mode: str, backend: str | None = None) -> bool:
         raise ValueError(f"perf must be one of {', '.join(MODES)}, not {mode!r}")
     if mode != "auto":
         return mode == "on"
-    return (backend or jax.default_backend()) == "cpu"
+    if backend is None:
+        import jax
+
+        backend = jax.default_backend()
+    return backend == "cpu"
 
 
 def of(config: Any) -> bool:
@@ -53,12 +57,20 @@ def of(config: Any) -> bool:
 
 def scan(on: bool) -> Callable[..., tuple[Any, Any]]:
     """``jax.lax.scan``'s signature: :func:`jaxrl.perf.packing.scan` when ``on``."""
+    import jax
+
+    from jaxrl.perf import packing
+
     return packing.scan if on else jax.lax.scan
 
 
 def permutation(on: bool, key: jax.Array, n: int) -> jax.Array:
     """A uniformly random permutation of ``range(n)`` ``[n]`` int32:
     :func:`jaxrl.perf.shuffle.permutation` when ``on``, else ``jax.random.permutation``."""
+    import jax
+
+    from jaxrl.perf import shuffle
+
     if on:
         return shuffle.permutation(key, n)
     return jax.random.permutation(key, n).astype("int32")

@@ -1,6 +1,12 @@
-"""One trained seed's policy as a ``jax.export`` artifact plus its parameters,
-runnable with jax and numpy alone: :func:`export_policy`, behind
-``python -m jaxrl.export`` (whose help shows how to run the artifact)."""
+"""One trained seed's policy as a ``jax.export`` artifact plus the parameters it
+uses, runnable with jax, numpy and flatbuffers alone (no jaxrl):
+:func:`export_policy`, behind ``python -m jaxrl.export`` (whose help shows how
+to run the artifact).
+
+Only what the policy reads is shipped — the actor's parameters and the
+observation normalizer's statistics, never the critic, optimizer state or a
+replay buffer: the leaves the compiled policy does not use are found by JAX
+itself (``Exported.module_kept_var_idx``) and left out."""
 
 from __future__ import annotations
 
@@ -16,18 +22,19 @@ from jaxrl.run.policy import open_run
 
 __all__ = ["RUNNER", "export_policy"]
 
-RUNNER = '''"""Run an exported jaxrl policy with jax and numpy only."""
+RUNNER = '''"""Run an exported jaxrl policy with jax, numpy and flatbuffers only."""
 import json
+import os
 import sys
 
 import jax
 import numpy as np
 
-here = sys.argv[1] if len(sys.argv) > 1 else "."
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 exported = jax.export.deserialize(open(f"{here}/policy.jaxexport", "rb").read())
-params = np.load(f"{here}/params.npz")
-leaves = [params[f"p{i:04d}"] for i in range(len(params.files))]
 spec = json.load(open(f"{here}/policy.json"))
+params = np.load(f"{here}/params.npz")
+leaves = [params[name] for name in spec["params"]]  # named, in the order the artifact takes them
 obs = np.zeros((1, *spec["obs_shape"]), np.float32)  # a batch of one observation
 key_data = np.zeros((2,), np.uint32)  # used only when the policy samples
 if "carry_size" in spec:  # a recurrent policy: the carry goes in and comes back
@@ -39,7 +46,9 @@ else:
 '''
 
 
-def _description(run: Any, member: int, deterministic: bool, exported: Any, carry_size: int | None) -> dict[str, Any]:
+def _description(
+    run: Any, member: int, deterministic: bool, exported: Any, carry_size: int | None, names: list[str]
+) -> dict[str, Any]:
     """``policy.json``: the env's spaces, how to call the artifact, where it came from."""
     import jax
 
@@ -49,7 +58,7 @@ def _description(run: Any, member: int, deterministic: bool, exported: Any, carr
         if isinstance(space, Discrete)
         else {"kind": "continuous", "shape": list(space.shape), "low": space.low.tolist(), "high": space.high.tolist()}
     )
-    call = "exported.call(leaves, obs[B, *obs_shape] float32, key_data uint32[2]) -> actions[B, ...]"
+    call = "exported.call(leaves (params.npz[name] for name in params), obs[B, *obs_shape] float32, key_data uint32[2]) -> actions[B, ...]"
     extra = {}
     if carry_size is not None:
         call = (
@@ -66,6 +75,7 @@ def _description(run: Any, member: int, deterministic: bool, exported: Any, carr
         "action": action,
         "platforms": list(exported.platforms),
         "call": call,
+        "params": names,
         **extra,
         "jax_version": jax.__version__,
         "checkpoint_chunk": run.meta.get("chunk"),
@@ -92,42 +102,75 @@ def export_policy(
     state = state.replace(
         **{name: None for name in run.trainer.algorithm.own_fields}
     )  # a policy needs no envs or PRNG stream
-    leaves, treedef = jax.tree.flatten(state)
+    paths, treedef = jax.tree_util.tree_flatten_with_path(state)
+    leaves = [np.asarray(x) for _, x in paths]
+    names = [jax.tree_util.keystr(path, simple=True, separator="/") for path, _ in paths]
     agent = run.trainer.agent
     choose = agent.act if deterministic else agent.sample
     recurrent = agent.init_carry is not None
-    (batch,) = jax.export.symbolic_shape("B")
-    param_specs = [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in leaves]
-    obs_spec = jax.ShapeDtypeStruct((batch, *run.env.obs_shape), np.float32)
-    key_spec = jax.ShapeDtypeStruct((2,), np.uint32)
-    if recurrent:
-        carry_size = int(agent.init_carry(run.agent_state(member), ()).shape[-1])
-
-        def policy(leaves: list, carry: jax.Array, obs: jax.Array, key_data: jax.Array) -> tuple:
-            state = jax.tree.unflatten(treedef, leaves)
-            return choose(state, carry, obs, jax.random.wrap_key_data(key_data))
-
-        args = (param_specs, jax.ShapeDtypeStruct((batch, carry_size), np.float32), obs_spec, key_spec)
-    else:
-
-        def policy(leaves: list, obs: jax.Array, key_data: jax.Array) -> jax.Array:
-            return choose(jax.tree.unflatten(treedef, leaves), obs, jax.random.wrap_key_data(key_data))
-
-        args = (param_specs, obs_spec, key_spec)
-    try:
-        exported = jax.export.export(jax.jit(policy), platforms=("cpu", "cuda", "tpu"))(*args)
-    except Exception:  # a platform without lowering rules here: export for this one only
-        exported = jax.export.export(jax.jit(policy))(*args)
+    carry_size = int(agent.init_carry(run.agent_state(member), ()).shape[-1]) if recurrent else None
+    # what the policy reads, as JAX finds it (with a symbolic batch it keeps every argument)
+    probe = _export(choose, treedef, leaves, range(len(leaves)), run.env.obs_shape, carry_size, batch=1)
+    used = [i for i in probe.module_kept_var_idx if i < len(leaves)]
+    exported = _export(choose, treedef, leaves, used, run.env.obs_shape, carry_size)
     blob = exported.serialize()  # before anything is written
     out = out or os.path.join(run.run_dir, f"export-seed{run.members.seeds[member]}")
     make_dir("out", out, "pass out=DIR in a writable directory")
     with open(os.path.join(out, "policy.jaxexport"), "wb") as f:
         f.write(blob)
-    np.savez(os.path.join(out, "params.npz"), **{f"p{i:04d}": np.asarray(x) for i, x in enumerate(leaves)})
+    np.savez(os.path.join(out, "params.npz"), **{names[i]: leaves[i] for i in used})
     write_json(
         os.path.join(out, "policy.json"),
-        _description(run, member, deterministic, exported, carry_size if recurrent else None),
+        _description(run, member, deterministic, exported, carry_size, [names[i] for i in used]),
     )
     with open(os.path.join(out, "run_policy.py"), "w") as f:
         f.write(RUNNER)
     return out
+
+
+def _export(
+    choose: Callable,
+    treedef: Any,
+    leaves: list[Any],
+    used: Any,
+    obs_shape: tuple,
+    carry_size: int | None,
+    batch: int | None = None,
+) -> Any:
+    """``choose`` exported as a function of the ``used`` leaves (the others are
+    zeros of their shape inside), the observations ``[B, *obs_shape]`` (``B``
+    symbolic unless ``batch`` is given), the carry ``[B, carry_size]`` of a recurrent policy and the key
+    data ``uint32 [2]``; for every platform that can lower it."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    used = list(used)
+
+    def state_of(given: list) -> Any:
+        full = [jnp.zeros(x.shape, x.dtype) for x in leaves]
+        for i, x in zip(used, given, strict=True):
+            full[i] = x
+        return jax.tree.unflatten(treedef, full)
+
+    if batch is None:
+        (batch,) = jax.export.symbolic_shape("B")
+    param_specs = [jax.ShapeDtypeStruct(leaves[i].shape, leaves[i].dtype) for i in used]
+    obs_spec = jax.ShapeDtypeStruct((batch, *obs_shape), np.float32)
+    key_spec = jax.ShapeDtypeStruct((2,), np.uint32)
+    if carry_size is not None:
+
+        def policy(given: list, carry: jax.Array, obs: jax.Array, key_data: jax.Array) -> tuple:
+            return choose(state_of(given), carry, obs, jax.random.wrap_key_data(key_data))
+
+        args = (param_specs, jax.ShapeDtypeStruct((batch, carry_size), np.float32), obs_spec, key_spec)
+    else:
+
+        def policy(given: list, obs: jax.Array, key_data: jax.Array) -> jax.Array:
+            return choose(state_of(given), obs, jax.random.wrap_key_data(key_data))
+
+        args = (param_specs, obs_spec, key_spec)
+    try:
+        return jax.export.export(jax.jit(policy), platforms=("cpu", "cuda", "tpu"))(*args)
+    except Exception:  # a platform without lowering rules here: export for this one only
+        return jax.export.export(jax.jit(policy))(*args)

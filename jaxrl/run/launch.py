@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jaxrl.core.errors import ConfigError, error_line
+from jaxrl.core.errors import ConfigError, error_line, install_command
 
 __all__ = ["ENGINES", "Failure", "LauncherConfig", "job_command", "launch", "parse", "run_group", "split"]
 
@@ -132,9 +132,7 @@ def parse(overrides: list[str]) -> LauncherConfig:
         raise ConfigError("launcher.timeout_min", config.timeout_min, "must be ≥ 1 minute", "pass e.g. 60")
     if config.name in NEEDS and importlib.util.find_spec(NEEDS[config.name][0]) is None:
         module, extra = NEEDS[config.name]
-        raise ConfigError(
-            "launcher", config.name, f"needs {module}, which is not installed", f"pip install 'jaxrl[{extra}]'"
-        )
+        raise ConfigError("launcher", config.name, f"needs {module}, which is not installed", install_command(extra))
     return config
 
 

@@ -41,9 +41,9 @@ def _format_time(seconds: float) -> str:
 
 
 class LiveProgress:
-    """Receives per-update progress from inside the compiled program
-    (``jax.debug.callback``) and renders one status line: env steps, steps/s,
-    mean/min/max recent episode return across seeds, ETA.
+    """Receives progress from the host loop between the pieces of a chunk and
+    renders one status line: env steps (the warm-up's included, as in the run's
+    header), steps/s, mean/min/max recent episode return across seeds, ETA.
 
     On a terminal the line is redrawn in place; otherwise a line is printed at
     most every ``interval`` seconds.
@@ -58,8 +58,10 @@ class LiveProgress:
         enabled: bool = True,
         stream: TextIO | None = None,
         interval: float = 5.0,
+        warmup_steps: int = 0,
     ):
         self.total_updates = total_updates
+        self.warmup_steps = warmup_steps
         self.steps_per_update = steps_per_update
         self.num_seeds = num_seeds
         self.enabled = enabled
@@ -74,7 +76,6 @@ class LiveProgress:
         self._lock = threading.Lock()
         self._dirty = False
 
-    # called from an XLA host-callback thread
     def __call__(self, progress: Any) -> None:
         with self._lock:
             now = time.perf_counter()
@@ -107,8 +108,8 @@ class LiveProgress:
         rate = self.steps_per_second(now)
         remaining = (self.total_updates - self.update) * self.steps_per_update * self.num_seeds
         eta = remaining / rate if rate and math.isfinite(rate) and rate > 0 else math.nan
-        steps = self.update * self.steps_per_update
-        total = self.total_updates * self.steps_per_update
+        steps = self.warmup_steps + self.update * self.steps_per_update
+        total = self.warmup_steps + self.total_updates * self.steps_per_update
         ret = self.last_return[np.isfinite(self.last_return)]
         ret_text = f"return mean {ret.mean():.1f} min {ret.min():.1f} max {ret.max():.1f}" if ret.size else "return -"
         return (

@@ -10,6 +10,7 @@ compile, dashboards) and :func:`run_chunk` are its two halves.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -50,7 +51,7 @@ class Session:
     spec: RunSpec
     log: Callable[[str], None]
     progress: LiveProgress
-    step: Any  # the compiled chunk program: carry -> (carry, ChunkMetrics, PBTStep | None)
+    programs: program.Compiled  # the compiled init/advance/close programs
     carry: Any  # program.Carry, on the run's devices
     checkpointer: Checkpointer | None
     metrics_log: JsonlWriter
@@ -127,12 +128,13 @@ def open_session(spec: RunSpec, log: Callable[[str], None]) -> Session:
     cache = enable_compile_cache(config.compile_cache, spec.process.compile_cache)
     primary = is_primary()
     progress = LiveProgress(
-        trainer.num_updates, trainer.steps_per_update, spec.num_members, enabled=bool(config.progress) and primary
+        trainer.num_updates,
+        trainer.steps_per_update,
+        spec.num_members,
+        enabled=bool(config.progress) and primary,
+        warmup_steps=trainer.warmup_steps,
     )
-    # progress=true feeds the line from inside the program after every few updates (a
-    # host callback, so JAX cannot keep that program in the persistent cache);
-    # progress=chunk feeds it between chunks.
-    built = program.build(spec, progress if config.progress is True and primary else None)
+    built = program.build(spec)
     too_big = memory.sizes_fix(config, spec.num_members)
     state_bytes = memory.state_bytes(built.abstract, spec.layout, spec.algorithm.env_fields)
     _fits(spec, lambda: memory.check(state_bytes, spec.layout, "the state", too_big))
@@ -150,7 +152,7 @@ def open_session(spec: RunSpec, log: Callable[[str], None]) -> Session:
     carry = restored[1] if restored else compiled.init(built.keys, spec.members.hparams)
     log(f"compiled in {compiled.seconds:.1f} s" + (f" (compilation cache: {cache})" if cache else ""))
     session = Session(
-        spec, log, progress, compiled.step, carry, checkpointer, metrics_log, [], kept, chash, layout, start_chunk,
+        spec, log, progress, compiled, carry, checkpointer, metrics_log, [], kept, chash, layout, start_chunk,
         compiled.seconds, t_start, restored[3] if restored else 0.0, last_saved=start_chunk,
     )  # fmt: skip
     session.profile = _profile(spec, carry, log) if config.profile else None
@@ -224,6 +226,12 @@ def _announce(spec: RunSpec, log: Callable[[str], None]) -> None:
         f"{format_count(trainer.total_env_steps)} steps each in {trainer.num_chunks} chunks of {trainer.chunk_updates} updates"
         f" · {jax.default_backend()} ({_devices_text(spec)})"
     )
+    if trainer.total_env_steps != config.total_timesteps:
+        log(
+            f"total_timesteps={config.total_timesteps} rounds up to {trainer.total_env_steps} env steps per seed: "
+            f"{trainer.num_chunks} chunks × {trainer.chunk_updates} updates × {trainer.steps_per_update} steps"
+            + (f" after {trainer.warmup_steps} warm-up steps" if trainer.warmup_steps else "")
+        )
 
 
 def _devices_text(spec: RunSpec) -> str:
@@ -301,13 +309,14 @@ def run_chunk(session: Session, chunk: int) -> Outcome | None:
     use_pbt = spec.config.pbt.population > 0
     hparams_now = jax.tree.map(to_host, session.carry.hparams) if use_pbt else None
     t_chunk = time.perf_counter()
-    if session.profile is not None and chunk == session.start_chunk:
-        with jax.profiler.trace(session.profile["trace_dir"]):
-            session.carry, metrics, pbt_step = session.step(session.carry)
-            metrics, pbt_step = jax.device_get((metrics, pbt_step))
-    else:
-        session.carry, metrics, pbt_step = session.step(session.carry)
-        metrics, pbt_step = jax.device_get((metrics, pbt_step))
+    first = chunk * trainer.chunk_updates
+    # progress=true feeds the line after every segment of the chunk, progress=chunk after the chunk
+    report = None
+    if spec.config.progress is True and is_primary():
+        report = lambda done, updates: session.progress(_chunk_progress(updates, first + done))  # noqa: E731
+    tracing = session.profile is not None and chunk == session.start_chunk
+    with jax.profiler.trace(session.profile["trace_dir"]) if tracing else contextlib.nullcontext():
+        session.carry, metrics, pbt_step = session.programs.chunk(session.carry, trainer.chunk_updates, report)
     seconds = time.perf_counter() - t_chunk
     session.train_s += seconds
     update = (chunk + 1) * trainer.chunk_updates
@@ -329,7 +338,7 @@ def run_chunk(session: Session, chunk: int) -> Outcome | None:
 
 
 def _chunk_progress(updates: Any, update: int) -> Progress:
-    """A whole chunk's episode statistics as one progress report."""
+    """Some updates' episode statistics (leaves ``[M, n]``) as one progress report."""
     return Progress(
         np.int32(update),
         np.asarray(updates.loop.episode_return_sum, np.float64).sum(axis=1),

@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import jaxrl.algos  # noqa: F401  (registers the built-in algorithms, which the schema lists)
 from jaxrl.core.config import RESUMABLE, SECTIONS, Config, EnvConfig
 from jaxrl.core.contract import configs as algo_configs
 from jaxrl.core.contract import get, names

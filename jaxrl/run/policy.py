@@ -163,6 +163,10 @@ def load_policy(
         return RecurrentPolicy(lambda carry, obs, key: choose(state, carry, obs, key), carry_size)
 
     def act(obs: Any, key: Any) -> Any:
+        """The trained policy's action for ``obs`` (``[*batch, *obs_shape]``, any
+        leading batch shape, normalized inside as in training): ``[*batch]`` int32
+        for discrete actions, ``[*batch, action_dim]`` within the env's bounds for
+        continuous ones. ``key`` (a ``jax.random.key``) is used only when sampling."""
         return choose(state, obs, key)
 
     return act

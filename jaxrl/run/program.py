@@ -1,5 +1,5 @@
 """The compiled programs of a run: the members' carried state (:class:`Carry`),
-their ``init`` and chunk programs (:func:`build`), compiled for the run's layout
+their ``init``, ``advance`` and ``close`` programs (:func:`build`), compiled for the run's layout
 with its memory checks (:func:`compile_programs`), a checkpoint's carry
 (:func:`load_carry`) and the held-out evaluation of the final policies
 (:func:`heldout`)."""
@@ -18,9 +18,19 @@ from jaxrl.run.checkpoint import Checkpointer, Restored
 from jaxrl.run.logs import format_count
 from jaxrl.run.parallel import to_host
 from jaxrl.trainer import pbt as pbt_lib
-from jaxrl.trainer.loop import make_batched, make_heldout
+from jaxrl.trainer.loop import ChunkMetrics, make_heldout, make_segments
 
-__all__ = ["Carry", "Program", "build", "compile_programs", "load_carry", "fallback_note", "heldout"]
+__all__ = [
+    "Carry",
+    "Program",
+    "Compiled",
+    "segment_length",
+    "build",
+    "compile_programs",
+    "load_carry",
+    "fallback_note",
+    "heldout",
+]
 
 
 @struct.dataclass
@@ -33,15 +43,21 @@ class Carry:
 
 
 class Program(NamedTuple):
-    """A run's programs before compiling: ``init(keys, hparams) -> Carry`` and
-    ``step(carry) -> (carry, ChunkMetrics, PBTStep | None)``, the carry's
-    abstract shape and its layout (one sharding per leaf)."""
+    """A run's programs before compiling: ``init(keys, hparams) -> Carry``,
+    ``advance(carry, n) -> (carry, UpdateMetrics [M, segment])`` (``n ≤ segment``
+    updates), ``close(carry) -> (carry, EvalMetrics, sets, PBTStep | None)`` (the
+    chunk's evaluation and PBT step), the carry's abstract shape and its layout
+    (one sharding per leaf). The host runs a chunk as ``advance`` calls of at
+    most ``segment`` updates, then ``close``: it can report between them, and
+    every program stays in the persistent compilation cache."""
 
     keys: Any  # typed PRNG keys [M]
     init: Callable[..., Any]
-    step: Callable[..., Any]
+    advance: Callable[..., Any]
+    close: Callable[..., Any]
     abstract: Any
     shardings: Any
+    segment: int
 
 
 def _is_key(x: Any) -> bool:
@@ -50,31 +66,36 @@ def _is_key(x: Any) -> bool:
     return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def build(spec: Any, progress: Any = None) -> Program:
-    """The :class:`Program` of ``spec`` (a :class:`jaxrl.run.spec.RunSpec`);
-    ``progress``: a host function the chunk program feeds every few updates."""
+def segment_length(chunk_updates: int) -> int:
+    """Updates per ``advance`` call: at most ~32 host round trips per chunk
+    (each costs ≈ 2 ms on a small CPU)."""
+    return -(-chunk_updates // 32)
+
+
+def build(spec: Any) -> Program:
+    """The :class:`Program` of ``spec`` (a :class:`jaxrl.run.spec.RunSpec`)."""
     import jax
     import numpy as np
 
     config, trainer = spec.config, spec.trainer
     use_pbt = config.pbt.population > 0
     keys = jax.vmap(jax.random.key)(np.asarray(spec.members.seeds, np.uint32))
-    # at most ~32 host round trips per chunk (each costs ≈ 2 ms on a small CPU)
-    every = -(-trainer.chunk_updates // 32)
-    replicated = parallel.replicated(spec.layout) if progress is not None and spec.layout is not None else None
-    init_b, chunk_b = make_batched(
-        trainer, hparams_batched=True, progress=progress, progress_every=every, progress_sharding=replicated
-    )
+    segment = segment_length(trainer.chunk_updates)
+    init_b, advance_b, close_b = make_segments(trainer, segment, hparams_batched=True)
 
     def init(keys, hparams):
         return Carry(init_b(keys, hparams), hparams, jax.random.key(config.pbt.seed))
 
-    def step(carry: Carry):
-        states, metrics = chunk_b(carry.states, carry.hparams)
+    def advance(carry: Carry, n):
+        states, updates = advance_b(carry.states, carry.hparams, n)
+        return carry.replace(states=states), updates
+
+    def close(carry: Carry):
+        states, eval_metrics, sets = close_b(carry.states)
         if not use_pbt:
-            return carry.replace(states=states), metrics, None
+            return carry.replace(states=states), eval_metrics, sets, None
         pbt_key, key = jax.random.split(carry.pbt_key)
-        ranked = metrics.sets[config.pbt.fitness] if config.pbt.fitness else metrics.eval
+        ranked = sets[config.pbt.fitness] if config.pbt.fitness else eval_metrics
         fitness = ranked.returns.mean(axis=-1)
         algorithm = spec.algorithm
         new_states, new_hparams, pbt_step = pbt_lib.exploit_explore(
@@ -88,17 +109,39 @@ def build(spec: Any, progress: Any = None) -> Program:
         new_states = pick(new_states, states)
         new_hparams = pick(new_hparams, carry.hparams)
         pbt_step = pbt_step._replace(parents=jax.numpy.where(last, -1, pbt_step.parents))
-        return Carry(new_states, new_hparams, pbt_key), metrics, pbt_step
+        return Carry(new_states, new_hparams, pbt_key), eval_metrics, sets, pbt_step
 
     abstract = jax.eval_shape(init, keys, spec.members.hparams)
     shardings = parallel.carry_shardings(spec.layout, abstract, spec.algorithm.env_fields)
-    return Program(keys, init, step, abstract, shardings)
+    return Program(keys, init, advance, close, abstract, shardings, segment)
 
 
 class Compiled(NamedTuple):
     init: Any  # None when the carry comes from a checkpoint
-    step: Any
+    advance: Any
+    close: Any
+    segment: int
     seconds: float
+
+    def chunk(self, carry: Carry, chunk_updates: int, report: Callable[[int, Any], None] | None = None) -> tuple:
+        """One chunk: ``(carry, ChunkMetrics on the host, PBTStep | None on the host)``;
+        ``report(updates_done, updates)`` (host arrays ``[M, n]``) after each segment."""
+        import jax
+        import numpy as np
+
+        parts = []
+        for start in range(0, chunk_updates, self.segment):
+            n = min(self.segment, chunk_updates - start)
+            carry, updates = self.advance(carry, np.int32(n))
+            if report is not None:
+                updates = jax.tree.map(lambda x, n=n: x[:, :n], jax.device_get(updates))
+                report(start + n, updates)
+            parts.append((updates, n))
+        carry, eval_metrics, sets, pbt_step = self.close(carry)
+        parts, eval_metrics, sets, pbt_step = jax.device_get((parts, eval_metrics, sets, pbt_step))
+        pieces = [jax.tree.map(lambda x, n=n: np.asarray(x)[:, :n], u) for u, n in parts]
+        updates = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *pieces)
+        return carry, ChunkMetrics(updates, eval_metrics, sets), pbt_step
 
 
 def compile_programs(
@@ -110,28 +153,44 @@ def compile_programs(
     import time
 
     import jax
+    import numpy as np
 
     t0 = time.perf_counter()
+    n = jax.ShapeDtypeStruct((), np.int32)
     if spec.layout is None:
-        init_jit, step_jit = jax.jit(program.init), jax.jit(program.step, donate_argnums=0)
+        init_jit = jax.jit(program.init)
+        advance_jit = jax.jit(program.advance, donate_argnums=0)
+        close_jit = jax.jit(program.close, donate_argnums=0)
     else:
         rep = parallel.replicated(spec.layout)
         init_jit = jax.jit(program.init, out_shardings=program.shardings)
-        step_jit = jax.jit(
-            program.step,
+        advance_jit = jax.jit(
+            program.advance,
+            donate_argnums=0,
+            in_shardings=(program.shardings, rep),
+            out_shardings=(program.shardings, rep),
+        )
+        close_jit = jax.jit(
+            program.close,
             donate_argnums=0,
             in_shardings=(program.shardings,),
-            out_shardings=(program.shardings, rep, rep),
+            out_shardings=(program.shardings, rep, rep, rep),
         )
     options = perf.compile_options(perf.of(spec.config), spec.process.opt_level)
     init_c = init_jit.lower(program.keys, spec.members.hparams).compile(options) if with_init else None
-    step_c = step_jit.lower(program.abstract).compile(options)
+    advance_c = advance_jit.lower(program.abstract, n).compile(options)
+    close_c = close_jit.lower(program.abstract).compile(options)
     seconds = time.perf_counter() - t0
     fix = memory.sizes_fix(spec.config, spec.num_members)
-    for name, compiled in (("the init program", init_c), ("the training program", step_c)):
+    named = (("the init program", init_c), ("the training program", advance_c), ("the evaluation program", close_c))
+    for name, compiled in named:
         if compiled is not None:
-            fits(lambda: memory.check(memory.program_bytes(compiled), spec.layout, name, fix))
-    return Compiled(init_c, step_c, seconds)
+            fits(
+                lambda compiled=compiled, name=name: memory.check(
+                    memory.program_bytes(compiled), spec.layout, name, fix
+                )
+            )
+    return Compiled(init_c, advance_c, close_c, program.segment, seconds)
 
 
 def load_carry(spec: Any, chunk: int | None = None, field: str = "resume", layout: Any = None) -> Restored:

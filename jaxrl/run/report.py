@@ -294,9 +294,11 @@ def plot(entries: list[Entry], report: dict[str, Any], out_dir: str, max_lines: 
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
 
+    pooled = np.concatenate([e.scores for e in entries if e.scores.size]) if entries else np.zeros(0)
+    if profile_note(entries) is not None:
+        return paths
     fig, ax = plt.subplots(figsize=(8, 5))
-    pooled = np.concatenate([e.scores for e in entries if e.scores.size]) if entries else np.zeros(1)
-    taus = np.linspace(pooled.min(), pooled.max(), 200) if pooled.size else np.zeros(1)
+    taus = np.linspace(pooled.min(), pooled.max(), 200)
     for i, e in enumerate(shown):
         ax.plot(taus, performance_profile(e.scores, taus), color=plt.cm.tab10(i % 10), label=e.label)
     ax.set_xlabel("return threshold τ")
@@ -310,11 +312,27 @@ def plot(entries: list[Entry], report: dict[str, Any], out_dir: str, max_lines: 
     return paths
 
 
+def profile_note(entries: list[Entry]) -> str | None:
+    """Why there is no performance profile (every run scored the same), or ``None``."""
+    scores = [e.scores for e in entries if e.scores.size]
+    pooled = np.concatenate(scores) if scores else np.zeros(0)
+    if pooled.size and np.ptp(pooled) > 0:
+        return None
+    if not pooled.size:
+        return "No performance profile: no run has a final score."
+    return (
+        f"No performance profile: all {pooled.size} runs scored {pooled[0]:g} "
+        "(a profile compares how scores spread; here they do not)."
+    )
+
+
 def write(entries: list[Entry], report: dict[str, Any], out_dir: str, plots: bool = True) -> str:
     """Write report.md/.csv/.json (and plots) to ``out_dir``; return the Markdown."""
-
     make_dir("out", out_dir, "pass out=DIR in a writable directory")
     text = markdown(report)
+    note = profile_note(entries) if plots else None
+    if note:
+        text += "\n\n" + note
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write("# jaxrl report\n\n" + text + "\n")
     columns = [

@@ -16,7 +16,7 @@ from jaxrl import envs
 from jaxrl.core.checks import require_one_of, require_positive_int
 from jaxrl.core.config import MAX_MEMBERS, SECTIONS, Config, PBTConfig
 from jaxrl.core.contract import Algorithm, get
-from jaxrl.core.errors import ConfigError
+from jaxrl.core.errors import ConfigError, install_command
 from jaxrl.core.fields import walk
 from jaxrl.nets.networks import make_torso, torso_names
 
@@ -208,7 +208,7 @@ def _validate_logger(logger: str) -> None:
     for name, (module, extra) in needs.items():
         if name in logger and importlib.util.find_spec(module) is None:
             raise ConfigError(
-                "logger", logger, f"needs the {module} package, which is not installed", f"pip install 'jaxrl[{extra}]'"
+                "logger", logger, f"needs the {module} package, which is not installed", install_command(extra)
             )
 
 

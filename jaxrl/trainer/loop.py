@@ -46,6 +46,8 @@ __all__ = [
     "make_train",
     "seed_keys",
     "make_batched",
+    "make_segments",
+    "Progress",
     "make_evaluate_sets",
 ]
 
@@ -101,6 +103,29 @@ class Trainer(NamedTuple):
         return self.env_steps(self.num_updates)
 
 
+_TRAINER_FIELDS = {
+    "init": "init(key, hparams) -> TrainState: one seed's initial state",
+    "update": "update(state, hparams) -> (state, UpdateMetrics): one collect + learn step",
+    "evaluate": "evaluate(state[, env_params]) -> (state, EvalMetrics): deterministic episodes",
+    "train_chunk": "train_chunk(state, hparams) -> (state, ChunkMetrics): chunk_updates updates, then an evaluation",
+    "train": "train(key, hparams) -> (state, ChunkMetrics [num_chunks, ...]): the whole run of one seed",
+    "hparams": "the config's traced hyperparameters (an HParams pytree), the default second argument",
+    "config": "the Config this trainer was built from",
+    "env": "the env (jaxrl.envs.Env) it trains on",
+    "agent": "the algorithm's Agent: init, collect, learn, act, sample, network",
+    "num_updates": "updates per seed in the whole run",
+    "chunk_updates": "updates per chunk (one evaluation after each chunk)",
+    "num_chunks": "chunks in the whole run",
+    "steps_per_update": "env steps per update and seed",
+    "warmup_steps": "env steps per seed taken before the first update (off-policy warm-up)",
+    "algorithm": "the jaxrl.algos.Algorithm: the declarations the host reads",
+    "eval_sets": "eval.sets, in the order given",
+    "evaluate_sets": "evaluate_sets(state, eval) -> {name: EvalMetrics}, or None without eval.sets",
+}
+for _name, _doc in _TRAINER_FIELDS.items():
+    getattr(Trainer, _name).__doc__ = _doc
+
+
 def _is_key(x: Any) -> bool:
     return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
@@ -108,11 +133,12 @@ def _is_key(x: Any) -> bool:
 def schedule(config: Config) -> tuple[int, int, int]:
     """``(num_updates, chunk_updates, num_chunks)`` for a config.
 
-    The requested budget ``(total_timesteps − warm-up) // rollout`` is split into
-    ``num_evals`` chunks of equal length, rounding up to whole chunks.
+    The requested budget ``(total_timesteps − warm-up) / rollout`` is rounded up
+    to whole updates, then split into ``num_evals`` chunks of equal length,
+    rounding up to whole chunks: a run trains at least ``total_timesteps``.
     """
     warmup = warmup_steps(config)
-    requested = max(1, (config.total_timesteps - warmup) // config.rollout_size)
+    requested = max(1, -(-(config.total_timesteps - warmup) // config.rollout_size))
     if config.pbt.population and config.pbt.interval:
         chunk_updates = config.pbt.interval  # a PBT step closes every chunk
     else:
@@ -324,33 +350,46 @@ def _set_program(
 
 
 class Progress(NamedTuple):
-    """What the compiled program reports to the host (every ``progress_every``
-    updates and after a chunk's last one)."""
+    """What the host's progress line is fed after a run of updates."""
 
-    update: jax.Array  # int32 [] updates done (same for every seed)
-    episode_return_sum: jax.Array  # [S] over the updates since the last report
-    episodes: jax.Array  # [S] over the updates since the last report
+    update: Any  # int [] updates done (same for every seed)
+    episode_return_sum: Any  # [S] over the updates since the last report
+    episodes: Any  # [S] over the updates since the last report
 
 
-def make_batched(
-    trainer: Trainer,
-    hparams_batched: bool = False,
-    progress: Callable[[Progress], None] | None = None,
-    progress_every: int = 1,
-    progress_sharding: Any = None,
-) -> tuple[Callable, Callable]:
-    """Seed-batched ``init(keys [S,2], hp)`` and ``chunk(states, hp)``.
+def make_batched(trainer: Trainer, hparams_batched: bool = False) -> tuple[Callable, Callable]:
+    """Seed-batched ``init(keys [S,2], hp)`` and ``chunk(states, hp)``: the
+    chunk's ``chunk_updates`` updates, then its evaluation.
 
     The seed axis (and, with ``hparams_batched``, the hyperparameter pytree's
-    leading axis) is added by ``jax.vmap``. ``progress`` — a host function —
-    is called from inside the compiled scan after every ``progress_every``-th
-    update and after the chunk's last, with a :class:`Progress` of the whole
-    batch (one host call, not one per seed; episode statistics summed over the
-    updates since the previous call). Each call synchronizes the program with
-    the host (≈ 2 ms on a 2-core CPU), so short updates report every few.
-    ``progress_sharding`` (a replicated sharding over the run's devices, when the
-    members are sharded) lays the report out whole on every device before the
-    host call, which XLA's partitioner otherwise does itself with a warning.
+    leading axis) is added by ``jax.vmap``.
+    """
+    init_b, advance, close = make_segments(trainer, trainer.chunk_updates, hparams_batched)
+
+    def chunk(states: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
+        states, updates = advance(states, hp, jnp.int32(trainer.chunk_updates))
+        states, eval_metrics, sets = close(states)
+        return states, ChunkMetrics(updates, eval_metrics, sets)
+
+    return init_b, chunk
+
+
+def make_segments(
+    trainer: Trainer, capacity: int, hparams_batched: bool = False
+) -> tuple[Callable, Callable, Callable]:
+    """A chunk as host-dispatched pieces, so that the host can report between
+    them without a callback inside the program (programs with host callbacks
+    cannot be kept in JAX's persistent compilation cache):
+
+    * ``init(keys [S], hp) -> states``;
+    * ``advance(states, hp, n) -> (states, updates)``: ``n ≤ capacity`` updates
+      (``n`` is traced: one program for every length); ``updates`` is the
+      algorithm's UpdateMetrics with leaves ``[S, capacity, ...]``, rows ``≥ n``
+      zero;
+    * ``close(states) -> (states, EvalMetrics, sets)``: the chunk's evaluation.
+
+    The seed axis (and, with ``hparams_batched``, the hyperparameter pytree's
+    leading axis) is added by ``jax.vmap``.
     """
     hp_axis = 0 if hparams_batched else None
     init_b = jax.vmap(trainer.init, in_axes=(0, hp_axis))
@@ -358,30 +397,25 @@ def make_batched(
     evaluate_b = jax.vmap(trainer.evaluate)
     sets_b = jax.vmap(trainer.evaluate_sets) if trainer.evaluate_sets is not None else (lambda states, ev: {})
 
-    def chunk(states: TrainState, hp: Any) -> tuple[TrainState, ChunkMetrics]:
-        def body(carry, i):
-            states, since = carry
+    def advance(states: TrainState, hp: Any, n: jax.Array) -> tuple[TrainState, Any]:
+        shape = jax.eval_shape(update_b, states, hp)[1]
+        rows = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), shape)
+
+        def body(i, carry):
+            states, rows = carry
             states, metrics = update_b(states, hp)
-            if progress is not None:
-                loop = metrics.loop
-                since = Progress(states.update[0], since[1] + loop.episode_return_sum, since[2] + loop.episodes)
-                due = ((i + 1) % progress_every == 0) | (i + 1 == trainer.chunk_updates)
-                report = (
-                    since if progress_sharding is None else jax.lax.with_sharding_constraint(since, progress_sharding)
-                )
-                jax.lax.cond(due, lambda p: jax.debug.callback(progress, p), lambda p: None, report)
-                since = jax.tree.map(lambda x: jnp.where(due, jnp.zeros_like(x), x), since)
-            return (states, since), metrics
+            rows = jax.tree.map(lambda r, m: jax.lax.dynamic_update_index_in_dim(r, m, i, 0), rows, metrics)
+            return states, rows
 
-        members = jax.tree.leaves(states)[0].shape[0]
-        since = Progress(jnp.zeros((), jnp.int32), jnp.zeros((members,), jnp.float32), jnp.zeros((members,), jnp.int32))
-        (states, _), metrics = jax.lax.scan(body, (states, since), jnp.arange(trainer.chunk_updates))
-        # scan stacks updates first: [U, S] → [S, U] so every leaf is seed-major.
-        metrics = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), metrics)
+        states, rows = jax.lax.fori_loop(0, jnp.minimum(n, capacity), body, (states, rows))
+        # updates stack first: [U, S] → [S, U] so every leaf is seed-major.
+        return states, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), rows)
+
+    def close(states: TrainState) -> tuple[TrainState, EvalMetrics, Any]:
         states, eval_metrics = evaluate_b(states)
-        return states, ChunkMetrics(metrics, eval_metrics, sets_b(states, eval_metrics))
+        return states, eval_metrics, sets_b(states, eval_metrics)
 
-    return init_b, chunk
+    return init_b, advance, close
 
 
 def make_heldout(trainer: Trainer) -> Callable:
