@@ -34,13 +34,14 @@ from jaxrl.core.version import __version__
 
 if TYPE_CHECKING:
     from jaxrl import algos, envs, nets, ppo, sac
-    from jaxrl.core.config import Config
-    from jaxrl.core.errors import ConfigError
+    from jaxrl.core.config import Config as Config
+    from jaxrl.core.errors import ConfigError as ConfigError
     from jaxrl.rl.advantages import gae, gae_reference
     from jaxrl.run.overrides import config_for, parse
     from jaxrl.run.policy import load_policy
     from jaxrl.run.validation import validate
-    from jaxrl.trainer.loop import Trainer, make_train
+    from jaxrl.trainer.loop import Trainer as Trainer
+    from jaxrl.trainer.loop import make_train
 
 # name -> (module, attribute); attribute None: the module itself
 _WHERE: dict[str, tuple[str, str | None]] = {
@@ -61,10 +62,10 @@ _WHERE: dict[str, tuple[str, str | None]] = {
     "validate": ("jaxrl.run.validation", "validate"),
 }
 
+# What ``from jaxrl import *`` and ``help(jaxrl)`` list: the functions and
+# modules. The classes above (Config, ConfigError, Trainer) are importable by
+# name too; ``help(jaxrl.Config)`` shows each whole.
 __all__ = [
-    "Config",
-    "ConfigError",
-    "Trainer",
     "algos",
     "config_for",
     "envs",

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from typing import Any
 
-from jaxrl.perf import platform  # noqa: I001  (first: it settles the process before jax loads)
+LAUNCHED = time.perf_counter()  # before the imports: the header's time since launch includes them
+
+from jaxrl.perf import platform  # noqa: E402, I001  (first: it settles the process before jax loads)
 
 if __name__ == "__main__":  # python -m jaxrl.evaluate: XLA's log level and flags before jaxlib loads
     platform.configure()
@@ -101,7 +104,6 @@ def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     import os
     import sys
-    import time
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
@@ -187,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     solved = env.solved_return
     lines = [
         f"{env.name} · {config.algo.name} · {'deterministic' if deterministic else 'sampled'} policy · {episodes} episodes per seed · {seconds:.1f} s"
+        + (f" ({time.perf_counter() - LAUNCHED:.1f} s since launch)" if __name__ == "__main__" else "")
     ]
     lines.append(
         f"{'seed':>6} "

@@ -13,8 +13,11 @@ SIGINT/SIGTERM after writing a checkpoint.
 from __future__ import annotations
 
 import sys
+import time
 
-from jaxrl.perf import platform  # noqa: I001  (first: it settles the process before jax loads)
+LAUNCHED = time.perf_counter()  # before the imports: python -m jaxrl.train's wall time includes them
+
+from jaxrl.perf import platform  # noqa: E402, I001  (first: it settles the process before jax loads)
 
 if __name__ == "__main__":  # python -m jaxrl.train: XLA's log level and flags before jaxlib loads
     platform.configure()
@@ -76,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         # (with a second XLA:CPU device beside it, the single thread measured no faster)
         threads = platform.size_cpu_pool(*training.cpu_job(config))
         devices = platform.split_cpu_devices() if threads != 1 else 0
-        return training.run(config, platform.process_settings(devices, threads), stopper=stopper)
+        return training.run(
+            config,
+            platform.process_settings(devices, threads, started=LAUNCHED if __name__ == "__main__" else 0.0),
+            stopper=stopper,
+        )
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -256,4 +256,4 @@ def python_with_only(root: Path, *distributions: str) -> tuple[list[str], dict[s
             if top not in ("..", "__pycache__") and source.exists() and not (site / top).exists():
                 (site / top).symlink_to(source)
     env = {**user_env(), "PYTHONPATH": str(site)}
-    return [sys.executable, "-S"], env
+    return [sys.executable, "-S", "-P"], env  # no site-packages, nor the working directory on the path

@@ -163,7 +163,7 @@ def test_the_contract_names_jaxrl_ppo_and_jaxrl_sac_hold_the_algorithm_modules_n
         assert public.__all__ == module.__all__
         assert all(getattr(public, name) is getattr(module, name) for name in module.__all__)
     assert loss_from_outputs is jaxrl.algos.ppo.loss_from_outputs
-    assert all(hasattr(jaxrl, name) for name in jaxrl.__all__)
+    assert all(hasattr(jaxrl, name) for name in (*jaxrl.__all__, "Config", "ConfigError", "Trainer"))
 
 
 def test_no_module_state_environment_reads_or_private_jax():
@@ -193,3 +193,17 @@ def test_no_long_function_on_the_host_side():
                     f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
                 )
     assert not long, "\n".join(long)
+
+
+def test_help_of_the_package_is_an_index_not_a_dump():
+    """``help(jaxrl)`` shows the package guide and its functions, not pages of
+    dataclass and tuple dunders; loading the names it lists is what imports jax."""
+    import pydoc
+
+    import jaxrl
+
+    text = pydoc.render_doc(jaxrl, renderer=pydoc.plaintext)
+    assert len(text.splitlines()) < 200, len(text.splitlines())
+    for name in ("config_for", "make_train", "load_policy", "gae"):
+        assert f"\n    {name}(" in text, name
+    assert "Config" in text and "__eq__" not in text and "_asdict" not in text

@@ -363,4 +363,4 @@ def test_missing_brax_names_the_extra(monkeypatch, capsys):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "brax" else real(name, *a))
     assert train.main(["env=ant"]) == 2
     err = capsys.readouterr().err
-    assert "jaxrl[brax]" in err and len(err.strip().splitlines()) == 1
+    assert "[brax]'" in err and len(err.strip().splitlines()) == 1

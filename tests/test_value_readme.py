@@ -117,6 +117,9 @@ def test_evaluate_load_policy_and_export_reproduce_the_trainer(which, request, h
     out = run_dir / "export-seed1"
     spec = json.loads((out / "policy.json").read_text())
     assert spec["obs_shape"] == [dim] and spec["seed"] == 1
+    # what acting reads only: no target network, critic, optimizer state or replay buffer
+    shipped = [n for n in spec["params"] if not n.startswith("obs_stats/")]
+    assert shipped and all(n.startswith("actor_params/" if which == "td3" else "params/") for n in shipped), shipped
     exported = subprocess.run(
         [sys.executable, "-c", EXPORTED, str(out), json.dumps(np.asarray(obs).tolist())],
         env=user_env(),

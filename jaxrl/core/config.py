@@ -159,7 +159,7 @@ class Config:
     )  # a run directory to continue
     checkpoint: bool = setting(True, resumable=True, sweep=ONCE)
     keep: int = setting(2, resumable=True, sweep=ONCE, check=POSITIVE_INT)  # checkpoints kept on disk
-    progress: Any = setting(  # true: live line fed every update from inside the program | chunk: once per chunk (cacheable program) | false
+    progress: Any = setting(  # true: live line, up to 8 times per chunk | chunk: once per chunk | false: none
         True, resumable=True, sweep=ONCE
     )
     plots: bool = setting(True, resumable=True, sweep=ONCE)

@@ -194,8 +194,8 @@ def cache_dir(setting: str, auto: str = "") -> str | None:
 def enable_compile_cache(setting: str, auto: str = "") -> str | None:
     """Turn on JAX's persistent compilation cache (every compiled program of
     this process that takes ≥ 0.3 s to compile is stored; a later launch of the
-    same program loads it instead of compiling). Programs with host callbacks
-    (``progress=true``'s per-update line) cannot be stored by JAX.
+    same program loads it instead of compiling). JAX stores no program with a
+    host callback; jaxrl's training programs have none.
 
     Returns the directory in use, or ``None`` when off or not writable."""
     import jax
@@ -312,11 +312,13 @@ class Process:
     cpu_threads: int = 0  # the XLA:CPU client's threads the CLI chose (0: XLA's default)
     opt_level: int | None = 1  # LLVM level of jaxrl's programs on XLA:CPU (None: XLA's own)
     compile_cache: str = ""  # where compile_cache=auto points ($JAXRL_COMPILE_CACHE; "": the user cache dir)
+    started: float = 0.0  # time.perf_counter() when the command began, imports included (0: unknown)
 
 
-def process_settings(cpu_devices: int = 0, cpu_threads: int = 0) -> Process:
+def process_settings(cpu_devices: int = 0, cpu_threads: int = 0, started: float = 0.0) -> Process:
     """The :class:`Process` of a command: the CPU split and pool it set, and
     jaxrl's environment variables, read once here (a bad value is a one-line
     :class:`~jaxrl.core.errors.ConfigError`)."""
     check_environment()
-    return Process(cpu_devices, cpu_threads, cpu_opt_level(), os.environ.get("JAXRL_COMPILE_CACHE", "").strip())
+    cache = os.environ.get("JAXRL_COMPILE_CACHE", "").strip()
+    return Process(cpu_devices, cpu_threads, cpu_opt_level(), cache, started)

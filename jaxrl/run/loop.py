@@ -124,7 +124,7 @@ def open_session(spec: RunSpec, log: Callable[[str], None]) -> Session:
     its memory checks, the checkpoint to resume from (or a new run directory),
     the compile, ``profile=true``'s breakdown and the dashboards."""
     config, trainer = spec.config, spec.trainer
-    t_start = time.perf_counter()
+    t_start = spec.process.started or time.perf_counter()  # the wall time counts the imports too
     cache = enable_compile_cache(config.compile_cache, spec.process.compile_cache)
     primary = is_primary()
     progress = LiveProgress(
@@ -313,7 +313,7 @@ def run_chunk(session: Session, chunk: int) -> Outcome | None:
     # progress=true feeds the line after every segment of the chunk, progress=chunk after the chunk
     report = None
     if spec.config.progress is True and is_primary():
-        report = lambda done, updates: session.progress(_chunk_progress(updates, first + done))  # noqa: E731
+        report = lambda done, loop: session.progress(_progress(loop, first + done))  # noqa: E731
     tracing = session.profile is not None and chunk == session.start_chunk
     with jax.profiler.trace(session.profile["trace_dir"]) if tracing else contextlib.nullcontext():
         session.carry, metrics, pbt_step = session.programs.chunk(session.carry, trainer.chunk_updates, report)
@@ -321,7 +321,7 @@ def run_chunk(session: Session, chunk: int) -> Outcome | None:
     session.train_s += seconds
     update = (chunk + 1) * trainer.chunk_updates
     if spec.config.progress == "chunk":
-        session.progress(_chunk_progress(metrics.updates, update))
+        session.progress(_progress(metrics.updates.loop, update))
     now_failed = to_host(session.carry.states.failed_at)
     new = _records(spec, chunk, metrics, now_failed, seconds, hparams_now, pbt_step)
     session.records += new
@@ -337,12 +337,12 @@ def run_chunk(session: Session, chunk: int) -> Outcome | None:
     return ended
 
 
-def _chunk_progress(updates: Any, update: int) -> Progress:
-    """Some updates' episode statistics (leaves ``[M, n]``) as one progress report."""
+def _progress(loop: Any, update: int) -> Progress:
+    """Some updates' episode statistics (LoopMetrics, leaves ``[M, n]``) as one progress report."""
     return Progress(
         np.int32(update),
-        np.asarray(updates.loop.episode_return_sum, np.float64).sum(axis=1),
-        np.asarray(updates.loop.episodes).sum(axis=1),
+        np.asarray(loop.episode_return_sum, np.float64).sum(axis=1),
+        np.asarray(loop.episodes).sum(axis=1),
     )
 
 

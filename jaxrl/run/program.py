@@ -67,9 +67,10 @@ def _is_key(x: Any) -> bool:
 
 
 def segment_length(chunk_updates: int) -> int:
-    """Updates per ``advance`` call: at most ~32 host round trips per chunk
-    (each costs ≈ 2 ms on a small CPU)."""
-    return -(-chunk_updates // 32)
+    """Updates per ``advance`` call: at most 8 calls per chunk (each call, and
+    the live line's read between calls, takes host time that a small CPU's
+    cores would otherwise spend training)."""
+    return -(-chunk_updates // 8)
 
 
 def build(spec: Any) -> Program:
@@ -125,18 +126,24 @@ class Compiled(NamedTuple):
 
     def chunk(self, carry: Carry, chunk_updates: int, report: Callable[[int, Any], None] | None = None) -> tuple:
         """One chunk: ``(carry, ChunkMetrics on the host, PBTStep | None on the host)``;
-        ``report(updates_done, updates)`` (host arrays ``[M, n]``) after each segment."""
+        ``report(updates_done, loop)`` after each segment, ``loop`` the segment's
+        :class:`~jaxrl.core.contract.LoopMetrics` (host arrays ``[M, n]``)."""
         import jax
         import numpy as np
+
+        def loop_of(part: tuple) -> Any:  # only what the live line reads crosses to the host
+            updates, n = part
+            return jax.tree.map(lambda x: x[:, :n], jax.device_get(updates.loop))
 
         parts = []
         for start in range(0, chunk_updates, self.segment):
             n = min(self.segment, chunk_updates - start)
             carry, updates = self.advance(carry, np.int32(n))
-            if report is not None:
-                updates = jax.tree.map(lambda x, n=n: x[:, :n], jax.device_get(updates))
-                report(start + n, updates)
+            if report is not None and parts:  # the previous segment, while this one runs
+                report(start, loop_of(parts[-1]))
             parts.append((updates, n))
+        if report is not None:
+            report(chunk_updates, loop_of(parts[-1]))
         carry, eval_metrics, sets, pbt_step = self.close(carry)
         parts, eval_metrics, sets, pbt_step = jax.device_get((parts, eval_metrics, sets, pbt_step))
         pieces = [jax.tree.map(lambda x, n=n: np.asarray(x)[:, :n], u) for u, n in parts]

@@ -170,7 +170,7 @@ def make_train(
     """Build the pure training functions for ``config``.
 
     Args:
-      config: a :class:`jaxrl.core.config.Config` (see :func:`jaxrl.run.config.parse`).
+      config: a :class:`jaxrl.core.config.Config` (:func:`jaxrl.config_for` gives the CLI's).
       env: ``None`` (make ``config.env.name``), a :class:`jaxrl.envs.Env`,
         or a user's gymnax ``Environment`` instance.
       env_params: backend env parameters (default: the env's own defaults).
