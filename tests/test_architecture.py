@@ -207,3 +207,4 @@ def test_help_of_the_package_is_an_index_not_a_dump():
     for name in ("config_for", "make_train", "load_policy", "gae"):
         assert f"\n    {name}(" in text, name
     assert "Config" in text and "__eq__" not in text and "_asdict" not in text
+    assert jaxrl.Trainer.train_chunk.__doc__.startswith("train_chunk(state, hparams)")  # not "Alias for field 3"

@@ -149,3 +149,41 @@ def test_help_with_overrides_prints_the_resolved_config(capsys):
     assert train.main(["--help", "env=cartpol"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: env=cartpol: unknown environment") and err.count("\n") == 1
+
+
+def test_budgets_round_up_one_way_and_the_bar_counts_the_warm_up(capsys):
+    """A budget is rounded up to whole rollouts and chunks (never down), the
+    run says so, and the live line's steps are the header's (warm-up included)."""
+    from jaxrl import config_for, make_train
+    from jaxrl.run.logs import LiveProgress, format_count
+
+    for env, steps in (("acrobot", 20000), ("cartpole", 200000), ("pendulum", 20000)):
+        config = config_for(env, f"total_timesteps={steps}", **({"algo": "sac"} if env == "pendulum" else {}))
+        trainer = make_train(config)
+        assert trainer.total_env_steps >= steps, (env, trainer.total_env_steps)
+        assert (
+            trainer.total_env_steps - steps
+            < trainer.chunk_updates * trainer.steps_per_update + trainer.steps_per_update
+        )
+    bar = LiveProgress(trainer.num_updates, trainer.steps_per_update, 1, warmup_steps=trainer.warmup_steps)
+    assert trainer.warmup_steps > 0  # SAC's learning_starts
+    bar.update = trainer.num_updates
+    done = format_count(trainer.total_env_steps)
+    assert f"{done}/{done} steps/seed" in bar.line()
+
+
+def test_a_rounded_budget_is_said(tmp_path, capsys):
+    args = [a for a in SMALL if not a.startswith("total_timesteps=")]
+    assert train.main([*args, "total_timesteps=6000", f"run_dir={tmp_path}", "plots=false", "checkpoint=false"]) == 0
+    err = capsys.readouterr().err
+    # 4 envs × 32 steps a rollout, 3 chunks: 47 updates round up to 3 × 16
+    assert "total_timesteps=6000 rounds up to 6144 env steps per seed: 3 chunks × 16 updates × 128 steps" in err
+
+
+def test_every_command_prints_a_usage_line(capsys):
+    from jaxrl import evaluate, export, report, sweep
+
+    for module in (train, sweep, evaluate, export, report):
+        assert module.main(["--help"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: python -m {module.__name__}") and "``" not in out, module.__name__
