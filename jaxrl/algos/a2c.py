@@ -31,10 +31,8 @@ from jaxrl.algos.actor_critic import (
     Rollout,
     advantages,
     collect,
-    init_state,
     log_prob,
-    make_network,
-    make_policy,
+    make_parts,
     policy_and_value,
     rollout,
     validate_network,
@@ -146,13 +144,9 @@ def make_agent(
 ) -> Agent:
     """A2C for ``num_envs`` parallel copies of ``env`` (``num_updates`` sets the
     linear learning-rate annealing). ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.algos.ppo.make_agent`'s."""
-    network = make_network(algo, env, network, perf)
-    optimizer = optim.make(optimizer, ADAM_EPS)
-    env_params = env.default_params if env_params is None else env_params
-    act, sample = make_policy(network, env, algo)
-
-    def init(key: jax.Array, hp: HParams) -> ActorCriticState:
-        return init_state(key, hp, env, env_params, network, num_envs, optimizer)
+    network, optimizer, env_params, act, sample, init = make_parts(
+        algo, env, num_envs, env_params, network, optimizer, perf
+    )
 
     def collect_step(state: ActorCriticState, hp: HParams, update_idx: jax.Array) -> tuple[ActorCriticState, Rollout]:
         return collect(state, env, env_params, network, algo)

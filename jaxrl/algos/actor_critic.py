@@ -33,6 +33,8 @@ from jaxrl.rl.distributions import Categorical, DiagGaussian, TanhGaussian
 
 __all__ = [
     "ADAM_EPS",
+    "Parts",
+    "make_parts",
     "ActorCriticState",
     "Transition",
     "Rollout",
@@ -506,3 +508,29 @@ def validate_network(algo: Any, recurrent: bool = False) -> None:
     validate_torso(algo, recurrent)
     require_one_of("algo.squash", algo.squash, ("tanh", "clip"), "tanh")
     require_one_of("algo.gae_method", algo.gae_method, ("auto", "associative", "scan"), "auto")
+
+
+class Parts(NamedTuple):
+    """What every actor-critic ``make_agent`` builds the same way."""
+
+    network: Any  # ActorCritic | RecurrentActorCritic
+    optimizer: Any  # optax.GradientTransformation
+    env_params: Any
+    act: Any  # act(state, [carry,] obs, key): the deterministic policy
+    sample: Any  # the sampling policy, same signature
+    init: Any  # init(key, hp) -> ActorCriticState
+
+
+def make_parts(algo: Any, env: Env, num_envs: int, env_params: Any, network: Any, optimizer: Any, perf: bool) -> Parts:
+    """The network (``network``: a user torso or ``None``), the optimizer
+    (``optimizer``: see :mod:`jaxrl.rl.optim`), the env parameters (default:
+    the env's), both policies and ``init`` of an actor-critic agent."""
+    network = make_network(algo, env, network, perf)
+    optimizer = optim.make(optimizer, ADAM_EPS)
+    env_params = env.default_params if env_params is None else env_params
+    act, sample = make_policy(network, env, algo)
+
+    def init(key: jax.Array, hp: Any) -> ActorCriticState:
+        return init_state(key, hp, env, env_params, network, num_envs, optimizer)
+
+    return Parts(network, optimizer, env_params, act, sample, init)

@@ -37,10 +37,8 @@ from jaxrl.algos.actor_critic import (
     Transition,
     advantages,
     collect,
-    init_state,
     log_prob,
-    make_network,
-    make_policy,
+    make_parts,
     policy_and_value,
     rollout,
     validate_network,
@@ -360,13 +358,9 @@ def make_agent(
     flax torso ``[..., *obs] → [..., features]`` instead of ``algo.network``'s;
     ``optimizer``: see :mod:`jaxrl.rl.optim`; ``perf``: :mod:`jaxrl.perf`'s
     XLA:CPU kernels (``make_train`` resolves ``perf=auto``; off by default)."""
-    network = make_network(algo, env, network, perf)
-    optimizer = optim.make(optimizer, ADAM_EPS)
-    env_params = env.default_params if env_params is None else env_params
-    act, sample = make_policy(network, env, algo)
-
-    def init(key: jax.Array, hp: HParams) -> ActorCriticState:
-        return init_state(key, hp, env, env_params, network, num_envs, optimizer)
+    network, optimizer, env_params, act, sample, init = make_parts(
+        algo, env, num_envs, env_params, network, optimizer, perf
+    )
 
     def collect_step(state: ActorCriticState, hp: HParams, update_idx: jax.Array) -> tuple[ActorCriticState, Rollout]:
         return collect(state, env, env_params, network, algo)

@@ -31,10 +31,8 @@ from jaxrl.algos.actor_critic import (
     ADAM_EPS,
     ActorCriticState,
     Rollout,
-    init_state,
     log_prob,
-    make_network,
-    make_policy,
+    make_parts,
     policy_and_value,
     prepare_obs,
     rollout,
@@ -148,14 +146,10 @@ def make_agent(
     perf: bool = False,
 ) -> Agent:
     """REINFORCE for ``num_envs`` parallel copies of ``env``. ``network``, ``optimizer`` and ``perf``: as :func:`jaxrl.algos.ppo.make_agent`'s."""
-    network = make_network(algo, env, network, perf)
-    optimizer = optim.make(optimizer, ADAM_EPS)
-    env_params = env.default_params if env_params is None else env_params
-    act, sample = make_policy(network, env, algo)
+    network, optimizer, env_params, act, sample, init = make_parts(
+        algo, env, num_envs, env_params, network, optimizer, perf
+    )
     reset = jax.vmap(env.reset, in_axes=(0, None))
-
-    def init(key: jax.Array, hp: HParams) -> ActorCriticState:
-        return init_state(key, hp, env, env_params, network, num_envs, optimizer)
 
     def collect(state: ActorCriticState, hp: HParams, update_idx: jax.Array) -> tuple[ActorCriticState, Rollout]:
         """A fresh episode in every env, then ``num_steps`` steps."""
