@@ -21,9 +21,12 @@ os.environ.setdefault("JAXRL_CPU_DEVICES", "1")
 # (jaxrl.perf.platform.size_cpu_pool): the session and its subprocesses keep XLA's
 # default pool (one thread per usable core), set explicitly so the CLI leaves it;
 # tests/test_parallel.py checks the automatic choice in a subprocess without it.
-from jaxrl.perf.platform import usable_cores  # noqa: E402  (after the settings above)
+from jaxrl.perf.platform import enable_compile_cache, usable_cores  # noqa: E402  (after the settings above)
 
 os.environ.setdefault("PJRT_NPROC", str(usable_cores()))
+# the tests' own programs (built in-process, not through the CLI) use the same cache:
+# a program another test or subprocess compiled is loaded, not compiled again
+enable_compile_cache(os.environ["JAXRL_COMPILE_CACHE"])
 
 
 import pytest  # noqa: E402

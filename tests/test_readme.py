@@ -92,7 +92,7 @@ COMMANDS: dict[str, dict[str, str] | None] = {
     "python -m jaxrl.export RUN_DIR seed=3": None,
     "python -m jaxrl.train env=cartpole logger=tensorboard": TINY_CARTPOLE,
     "python -m jaxrl.train --help": None,
-    PERF_OFF: None,  # the preset at its full budget with the plain flax/JAX path
+    PERF_OFF: {"seeds": "4"},  # the preset at its full budget with the plain flax/JAX path
     # the lineage at CI budgets where they learn (LEARNS below)
     "python -m jaxrl.train env=cartpole algo=reinforce seeds=16": {
         "total_timesteps": "200000",
@@ -152,9 +152,10 @@ COMMANDS: dict[str, dict[str, str] | None] = {
     # the env suites (tests/test_suites.py)
     SUITES_INSTALL: None,  # the dev extras `make test` installs include every suite
     **{SUITE_RUNS[name]: SUITE_BUDGETS[name] for name in SUITE_RUNS},
-    # pixels and memory (MEMORY below): the recurrent preset at its full budget, the MLP at the same
-    POMDP_GRU: None,
-    POMDP_MLP: None,
+    # pixels and memory (MEMORY below): the recurrent preset at its full budget, the MLP at the same,
+    # 4 seeds each (docs/pixels-memory.md's 16: 14 / 16 solved against 0 / 16)
+    POMDP_GRU: {"seeds": "4"},
+    POMDP_MLP: {"seeds": "4"},
     "python -m jaxrl.train env=memorychain seeds=8": None,
     "python -m jaxrl.train env=Breakout-MinAtar seeds=4": {
         "seeds": "2",
@@ -163,7 +164,7 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "eval.episodes": "8",
     },
     # PQN, DQN and TD3 (tests/test_value_readme.py): the CartPole PQN and Pendulum TD3 presets at their full budgets
-    "python -m jaxrl.train env=cartpole algo=pqn seeds=16": None,
+    "python -m jaxrl.train env=cartpole algo=pqn seeds=16": {"seeds": "4"},
     "python -m jaxrl.train env=cartpole algo=dqn seeds=16": {
         "seeds": "4",
         "total_timesteps": "50000",
@@ -437,7 +438,7 @@ def test_help_lists_the_overrides(home):
 
 
 def test_perf_off_solves_every_seed(home):
-    check_train_run(run(PERF_OFF, home), 16, solved="16 / 16")
+    check_train_run(run(PERF_OFF, home, COMMANDS[PERF_OFF]), 4, solved="4 / 4")
 
 
 def test_acrobot_variant(home):
@@ -567,15 +568,15 @@ def test_continuous_control(command, home):
 
 @pytest.fixture(scope="module")
 def pomdp_run(home) -> tuple[Path, dict]:
-    return check_train_run(run(POMDP_GRU, home), 16)
+    return check_train_run(run(POMDP_GRU, home, COMMANDS[POMDP_GRU]), 4)
 
 
 def test_the_recurrent_preset_solves_cartpole_without_velocities_and_the_mlp_cannot(pomdp_run, home):
     _, summary = pomdp_run
-    assert summary["solved_fraction"] >= 12 / 16 and summary["iqm"] >= 475, summary[
+    assert summary["solved_fraction"] >= 3 / 4 and summary["iqm"] >= 475, summary[
         "final_eval_return"
-    ]  # 14 / 16 (docs/pixels-memory.md)
-    _, mlp = check_train_run(run(POMDP_MLP, home), 16)
+    ]  # measured: 4 / 4 (14 / 16 with 16 seeds, docs/pixels-memory.md)
+    _, mlp = check_train_run(run(POMDP_MLP, home, COMMANDS[POMDP_MLP]), 4)
     assert mlp["solved_fraction"] == 0 and mlp["iqm"] < 150, mlp["final_eval_return"]
 
 

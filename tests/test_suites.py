@@ -29,7 +29,7 @@ from jaxrl.envs import jumanji_env, navix_env, suite, xminigrid_env
 from jaxrl.envs.core import Discrete
 from jaxrl.envs.suite import NoParams, SuiteEnv, flatten_obs
 from jaxrl.run.checkpoint import Checkpointer
-from tests.helpers import plain_and_drawn, run, run_dir_of, user_env
+from tests.helpers import plain_and_drawn, run, run_dir_of
 from tests.test_readme import SUITE_BUDGETS, SUITE_RUNS
 
 pytestmark = pytest.mark.timeout(600)
@@ -452,7 +452,7 @@ def test_bad_suite_input_exits_2_with_one_line(tmp_path, args, says):
 def test_each_suites_readme_command_trains(tmp_path, suite_name):
     """``python -m jaxrl.train env=SUITE:ID seeds=4`` as docs/envs.md shows it (the
     CLI's default layout), at a CI budget: a run directory with a summary, a
-    checkpoint, and ``evaluate`` on it."""
+    checkpoint (for Playground, restored: its MJX state holds zero-size arrays)."""
     command = SUITE_RUNS[suite_name]
     proc = run(command, tmp_path, SUITE_BUDGETS[suite_name] | {"plots": "false"})
     run_dir = run_dir_of(proc)
@@ -460,16 +460,11 @@ def test_each_suites_readme_command_trains(tmp_path, suite_name):
     assert summary["env"] == command.split("env=")[1].split()[0]
     assert len(summary["final_eval_return"]) == 4 and all(np.isfinite(summary["final_eval_return"]))
     assert any(p.name.isdigit() for p in (run_dir / "checkpoints").iterdir())
-    if suite_name == "playground":  # MJX data has zero-size arrays: the checkpoint restores
-        evaluated = subprocess.run(
-            [sys.executable, "-m", "jaxrl.evaluate", str(run_dir), "episodes=2"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=user_env(),
-            timeout=420,
-        )
-        assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    if suite_name == "playground":  # MJX data has zero-size arrays: the run's checkpoint restores
+        from jaxrl.run.policy import open_run
+
+        restored = open_run(str(run_dir)).carry.states
+        assert np.asarray(restored.update).tolist() == [summary["num_updates"]] * 4
 
 
 def test_a_state_with_zero_size_leaves_checkpoints_and_restores(tmp_path):

@@ -22,7 +22,7 @@ NOISE_SWEEP = next(c for c in COMMANDS if c.startswith("python -m jaxrl.sweep") 
 # return). Random play: CartPole ≈ 20, Pendulum ≈ −1200, Acrobot −500, MountainCar −200 (the flag
 # never reached), MountainCarContinuous ≈ −30 (0: standing still), Breakout 0.37.
 LEARNS = {
-    PQN_CARTPOLE: ("iqm", 475.0),  # the preset's full budget: 16 / 16 solved (docs/value-based.md)
+    PQN_CARTPOLE: ("iqm", 475.0),  # the preset's full budget, 4 seeds: 4 / 4 solved (16 / 16 in docs/value-based.md)
     TD3_PENDULUM: ("iqm", -200.0),  # the preset's full budget: −155 (docs/value-based.md)
     "python -m jaxrl.train env=cartpole algo=dqn seeds=16": ("iqm", 100.0),
     "python -m jaxrl.train env=acrobot algo=pqn seeds=8": ("iqm", -100.0),  # 8 seeds: −84
