@@ -37,7 +37,10 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
                           (pip install 'jaxrl[SUITE]'): craftax:Craftax-Classic-Symbolic-v1,
                           jumanji:Snake-v1, navix:Navix-DoorKey-5x5-v0,
                           xminigrid:MiniGrid-DoorKey-5x5, playground:CartpoleBalance
-                          (every id: python -c "import jaxrl.envs; print(jaxrl.envs.names())")
+                          (every id: python -c "import jaxrl.envs; print(jaxrl.envs.names())");
+                          host envs: gymnasium:CartPole-v1 (any gymnasium id; env.module=M
+                          imports M first), trained by actor threads + one learner:
+                          actor.threads=1 actor.max_lag=1 actor.sync=false actor.envs=sync|async
   algo=ppo                ppo | a2c | reinforce (policy gradient), sac | td3 (continuous,
                           replay), pqn | dqn (discrete, Q-learning); jaxrl.algos.register adds yours
   seeds=16 | seeds=[0,5]  number of seeds (ids seed..seed+N-1) or explicit ids

@@ -7,6 +7,9 @@ import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# XLA's C++ log lines stay out of the test session's own output (cached programs
+# loaded in-process make some); subprocesses run as users do (tests/helpers.user_env)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Compiled programs are shared between the tests (and their subprocesses) of one
 # session through a private persistent cache, never the user's; the session
 # that made it removes it at exit (≈ 27 MB per run of the suite).

@@ -146,6 +146,7 @@ def test_field_policies_are_declared_once_and_derived():
     """What may change on resume, what may be swept and what is traced come
     from each field's own declaration (jaxrl.core.fields)."""
     assert set(RESUMABLE) == {
+        *(f"actor.{k}" for k in ("threads", "max_lag", "sync", "envs", "timeout_s")),
         "progress",
         "plots",
         "keep",

@@ -149,6 +149,13 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "2",
         "eval.episodes": "4",
     },
+    # host envs through the actor–learner pipeline (tests/test_host_envs.py)
+    "pip install -e '.[gymnasium]'": None,  # the dev extras `make test` installs include gymnasium
+    "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4": {
+        "total_timesteps": "20000",
+        "num_evals": "2",
+        "eval.episodes": "4",
+    },
     # the env suites (tests/test_suites.py)
     SUITES_INSTALL: None,  # the dev extras `make test` installs include every suite
     **{SUITE_RUNS[name]: SUITE_BUDGETS[name] for name in SUITE_RUNS},
@@ -438,7 +445,7 @@ def test_help_lists_the_overrides(home):
 
 
 def test_perf_off_solves_every_seed(home):
-    check_train_run(run(PERF_OFF, home, COMMANDS[PERF_OFF]), 4, solved="4 / 4")
+    check_train_run(run(PERF_OFF, home, COMMANDS[PERF_OFF]), 4, solved=" 4 / 4")
 
 
 def test_acrobot_variant(home):

@@ -59,6 +59,8 @@ __all__ = [
     "advantages",
     "init_state",
     "make_policy",
+    "Behaviour",
+    "make_behaviour",
     "validate_network",
 ]
 
@@ -500,6 +502,46 @@ def make_policy(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:
         return env_action(sample_action(dist, key), network, env)
 
     return act, sample
+
+
+class Behaviour(NamedTuple):
+    """What an actor records of each step it takes outside the compiled loop."""
+
+    action: jax.Array  # [N] int32 or [N, d] float32: the stored action (pre-tanh u / unclipped sample)
+    log_prob: jax.Array  # [N] behaviour log π(a|s) under the actor's parameters
+
+
+def make_behaviour(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:
+    """``(behave, complete)`` of a memoryless actor-critic, for batches collected
+    outside the compiled loop (:mod:`jaxrl.actors`):
+
+    * ``behave(state, obs [N, *obs], key) -> (env action, Behaviour)``: a sampled
+      action and what ``learn`` needs of it (the behaviour log-prob under the
+      actor's — possibly older — parameters);
+    * ``complete(state, steps) -> Rollout``: the actors' steps ``[T, N, ...]``
+      (a :class:`Transition` with values left ``None``, or its other fields by name) with ``V(s_t)`` and
+      ``V(final_obs_t)`` from the learner's current parameters, as IMPALA's and
+      cleanba's learners do; ``learn`` then takes it as its own collect's."""
+
+    def behave(state: ActorCriticState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
+        policy_out = network.apply(state.params, prepare_obs(state, obs, algo), method=ActorCritic.policy)
+        dist = distribution(network, state.params, policy_out)
+        action = sample_action(dist, key)
+        return env_action(action, network, env), Behaviour(action, log_prob(dist, action))
+
+    def complete(state: ActorCriticState, steps: Any) -> Rollout:
+        if not isinstance(steps, Transition):  # the actors' fields by name (jaxrl.actors.sebulba.STEP_FIELDS)
+            steps = Transition(value=None, next_value=None, **dict(steps))
+
+        def value_fn(x: jax.Array) -> jax.Array:
+            raw = network.apply(state.params, prepare_obs(state, x, algo), method=ActorCritic.value)
+            return value_of(state, raw, algo)
+
+        both = value_fn(jnp.concatenate([steps.obs, steps.final_obs]))
+        steps_n = steps.obs.shape[0]
+        return Rollout(steps._replace(value=both[:steps_n], next_value=both[steps_n:]))
+
+    return behave, complete
 
 
 def validate_network(algo: Any, recurrent: bool = False) -> None:

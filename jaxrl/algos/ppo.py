@@ -38,6 +38,7 @@ from jaxrl.algos.actor_critic import (
     advantages,
     collect,
     log_prob,
+    make_behaviour,
     make_parts,
     policy_and_value,
     rollout,
@@ -417,8 +418,21 @@ def make_agent(
         def init_carry(state: ActorCriticState, batch_shape: tuple[int, ...]) -> jax.Array:
             return network.initialize_carry(tuple(batch_shape))
 
+    behave = complete = None
+    if not getattr(network, "recurrent", False):
+        behave, complete = make_behaviour(network, env, algo)
     return Agent(
-        init, collect_step, learn, act, sample, network, num_envs * algo.num_steps, phases=phases, init_carry=init_carry
+        init,
+        collect_step,
+        learn,
+        act,
+        sample,
+        network,
+        num_envs * algo.num_steps,
+        phases=phases,
+        init_carry=init_carry,
+        behave=behave,
+        complete=complete,
     )
 
 

@@ -24,6 +24,7 @@ from jaxrl.core.contract import configs
 from jaxrl.core.fields import Policy, policy_of, setting, walk
 
 __all__ = [
+    "ActorConfig",
     "Config",
     "DistConfig",
     "EnvConfig",
@@ -57,6 +58,22 @@ class EnvConfig:
     # domain randomization: parameters drawn per env at every episode reset, e.g.
     # "length=uniform(0.25,1.0) gravity=loguniform(8,12) masscart=choice(0.5,1,2)" (gymnax EnvParams fields)
     randomize: str = ""
+    module: str = ""  # host envs (env=gymnasium:ID): a module to import first, e.g. one that registers your env
+
+
+@dataclass(frozen=True)
+class ActorConfig:
+    """The actor–learner pipeline of host envs (``env=gymnasium:ID``): actor
+    threads step the envs and act with parameters at most ``max_lag`` learner
+    updates old; the learner learns from their trajectories (jaxrl.actors)."""
+
+    threads: int = setting(1, check=POSITIVE_INT)  # actor threads; each steps num_envs / threads envs per seed
+    max_lag: int = setting(  # learner updates an actor's parameters may trail by; 0: lock-step
+        1, check=Range(0, integer=True, note="0 = lock-step")
+    )
+    sync: bool = False  # lock-step acting and learning (max_lag=0): no overlap
+    envs: str = "sync"  # gymnasium vectorization: sync (in the actor's thread) | async (one process per env)
+    timeout_s: float = setting(60.0, check=Range(0, note="0 = off"))  # an env step this slow is a hang: stop the run
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,7 @@ class Config:
     )
     sweep: SweepConfig = setting(factory=SweepConfig, sweep="sweep settings configure the sweep itself", inherit=True)
     dist: DistConfig = setting(factory=DistConfig, resumable=True, sweep=ONCE, inherit=True)
+    actor: ActorConfig = setting(factory=ActorConfig, resumable=True, sweep=ONCE, inherit=True)
     run_dir: str | None = setting(None, hashed=False, sweep=ONCE)  # default: <runs_root>/<env>-<algo>-<timestamp>
     runs_root: str = setting("runs", hashed=False, sweep=ONCE)
     resume: str | None = setting(
@@ -206,6 +224,7 @@ SECTIONS: dict[str, type] = {
     "pbt": PBTConfig,
     "sweep": SweepConfig,
     "dist": DistConfig,
+    "actor": ActorConfig,
 }
 
 

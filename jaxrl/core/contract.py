@@ -133,6 +133,12 @@ class Agent(NamedTuple):
     # Recurrent policies: the carry at an episode's start; ``act`` and ``sample`` then
     # take and return it. None: memoryless act(state, obs, key) -> action.
     init_carry: InitCarry | None = None
+    # Batches collected outside the compiled loop (host envs, jaxrl.actors): ``behave(state,
+    # obs, key) -> (env action, record)`` acts and returns what ``learn`` needs of the step;
+    # ``complete(state, steps) -> batch`` turns the actors' steps (a Transition-like pytree
+    # ``[T, N, ...]``) into ``learn``'s batch with the learner's state. None: not supported.
+    behave: Callable[..., Any] | None = None
+    complete: Callable[..., Any] | None = None
 
     def update(self, state: State, hp: HParams, update_idx: Any) -> tuple[State, Metrics]:
         """``collect`` then ``learn``: the in-program update the trainer scans."""

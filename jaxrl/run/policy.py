@@ -25,6 +25,7 @@ from typing import Any
 
 from jaxrl.core.config import Config
 from jaxrl.core.errors import ConfigError
+from jaxrl.envs.host import is_host
 from jaxrl.run import program, sweeping
 from jaxrl.run.overrides import load_run_config
 from jaxrl.run.spec import Members, RunSpec, members_of, prepare
@@ -116,6 +117,14 @@ def open_run(run_dir: str) -> Run:
             "pass a directory printed by python -m jaxrl.train",
         )
     config = load_run_config(run_dir, field="run_dir")
+    if is_host(config.env.name):
+        raise ConfigError(
+            "run_dir",
+            run_dir,
+            f"trained on a host env ({config.env.name}); evaluate, render, export and load_policy read "
+            "runs of JAX envs only so far",
+            "read its summary.json and metrics.jsonl, or continue it with python -m jaxrl.train resume=RUN_DIR",
+        )
     members = _sweep_members(run_dir) or members_of(config)
     spec = prepare(config, run_dir, members=members, resuming=True, layout=False)
     restored = program.load_carry(spec, field="run_dir")

@@ -93,6 +93,11 @@ def write_config(path: str, config: Config) -> None:
     os.replace(tmp, path)
 
 
+# (section, field) of hashed fields added after runs were written: at their
+# default they are left out of the hash, so those runs still resume.
+ADDED_AT_DEFAULT = (("env", "module"),)
+
+
 def config_digest(spec: Any) -> str:
     """Hash of everything that fixes a run's program and its numbers: the
     config's hashed fields (a field's policy, :mod:`jaxrl.core.fields`: not
@@ -105,6 +110,9 @@ def config_digest(spec: Any) -> str:
     for f in dataclasses.fields(Config):
         if not policy_of(f).hashed:
             data.pop(f.name, None)
+    for section, name in ADDED_AT_DEFAULT:  # fields added later leave older runs' hashes as they were
+        if data.get(section, {}).get(name) == getattr(getattr(Config(), section), name):
+            data[section].pop(name)
     members = spec.members
     hparams = jax.tree.map(np.asarray, members.hparams)
     data["_members"] = {

@@ -14,9 +14,11 @@ from typing import Any
 
 from jaxrl.core.config import Config, seed_ids
 from jaxrl.core.errors import make_dir
+from jaxrl.envs.host import is_host
 from jaxrl.perf import platform
 from jaxrl.perf.platform import Process
 from jaxrl.run import parallel, stats, summary
+from jaxrl.run.host import run_host
 from jaxrl.run.io import write_json
 from jaxrl.run.logs import format_count
 from jaxrl.run.loop import execute
@@ -48,6 +50,8 @@ def run(
         stopper = StopRequest()
         stopper.install()
     try:
+        if is_host(config.env.name):  # a world outside JAX: the actor–learner pipeline
+            return run_host(config, log, stopper, stop_after_chunks=stop_after_chunks)
         multi = parallel.start_distributed(config)
         resuming = config.resume is not None
         run_dir = config.run_dir if resuming else (shared_run_dir(config) if multi else new_run_dir(config))

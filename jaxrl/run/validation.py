@@ -18,6 +18,7 @@ from jaxrl.core.config import MAX_MEMBERS, SECTIONS, Config, PBTConfig
 from jaxrl.core.contract import Algorithm, get
 from jaxrl.core.errors import ConfigError, install_command
 from jaxrl.core.fields import walk
+from jaxrl.envs.host import is_host
 from jaxrl.nets.networks import make_torso, torso_names
 
 __all__ = ["validate", "check_env_actions"]
@@ -43,7 +44,10 @@ def validate(config: Config) -> Config:
 
 
 def _check_env(config: Config) -> None:
-    """A known env name and brax backend."""
+    """A known env name and brax backend (a host env, ``gymnasium:ID``, is
+    checked where its run is prepared: knowing its ids means importing its package)."""
+    if is_host(config.env.name):
+        return
     if envs.canonical_name(config.env.name) is None:
         close = envs.suggest(config.env.name)
         hint = f"did you mean {' or '.join(close)}?" if close else "list names with jaxrl.envs.names()"
@@ -141,6 +145,8 @@ def _check_evolvable(config: Config, algorithm: Algorithm) -> None:
 def _validate_actions(config: Config, algorithm: Any) -> None:
     """The env's action kind must be one the algorithm handles (its backend
     says which, :func:`jaxrl.envs.action_kind`)."""
+    if is_host(config.env.name):
+        return  # known once the env is built (jaxrl.run.host)
     _refuse_actions(algorithm, envs.canonical_name(config.env.name), envs.action_kind(config.env.name))
 
 

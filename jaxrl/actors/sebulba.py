@@ -1,0 +1,436 @@
+"""The actor–learner pipeline for host envs ("Sebulba": Hessel et al. 2021,
+"Podracer architectures for scalable reinforcement learning", arXiv:2104.06272).
+
+Actor threads step host vector envs (:mod:`jaxrl.envs.host`) and act with a
+jitted policy on the actor device; each hands fixed-length trajectories of
+``T`` steps through its own bounded queue to the learner, which runs the
+algorithm's ``learn`` on them — the same pure ``learn`` the compiled loop runs
+after its own collect. Every member (seed) of the run owns a slice of each
+actor's envs and its own parameters, optimizer and normalizer; the learner
+learns all members in one vmapped program.
+
+Policy lag is bounded: trajectory ``k`` (learned by update ``k``) is collected
+with parameters of version ≥ ``k − max_lag`` (version ``v``: after ``v``
+updates). ``max_lag=0`` is lock-step; ``max_lag=1`` lets the actors collect the
+next trajectory while the learner learns from the last one.
+
+The pipeline measures itself: per update, the actors' env-step, inference,
+device↔host copy and waiting times, the learner's waiting and learning times,
+the lag of the steps it learned from, and a verdict — which side bounds the run
+— with the lever to pull (:func:`verdict`).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from jaxrl.envs.host import HostVecEnv, failed_env
+
+__all__ = [
+    "ActorTimes",
+    "Block",
+    "HostEnvError",
+    "LEVERS",
+    "ParamStore",
+    "TIME_FIELDS",
+    "Sebulba",
+    "Stopped",
+    "UpdateReport",
+    "take_columns",
+    "verdict",
+]
+
+STEP_FIELDS = (
+    "obs",
+    "action",
+    "log_prob",
+    "reward",
+    "terminated",
+    "truncated",
+    "final_obs",
+    "episode_return",
+    "episode_length",
+)
+# which side bounds the run when its busy time is this much above the other's
+MARGIN = 1.25
+LEVERS = {
+    "rollout-bound": "more actor threads (actor.threads), more envs (num_envs) or async envs (actor.envs=async)",
+    "learner-bound": "fewer epochs or minibatches (algo.update_epochs, algo.num_minibatches) or longer rollouts",
+    "balanced": "none needed",
+}
+
+
+class HostEnvError(RuntimeError):
+    """An env raised, or hung, inside an actor: the run stops with this one line."""
+
+
+class Stopped(Exception):
+    """The pipeline was asked to stop (a signal, or another thread's failure)."""
+
+
+@dataclass
+class ActorTimes:
+    """Where one actor's time for one trajectory went (seconds)."""
+
+    env_s: float = 0.0  # host env steps
+    infer_s: float = 0.0  # the jitted policy on the actor device
+    copy_s: float = 0.0  # observations to the device, actions and records back
+    param_wait_s: float = 0.0  # waiting for parameters within the lag bound
+    put_wait_s: float = 0.0  # waiting for room in the queue (the learner is behind)
+    env_steps: int = 0  # steps of all its envs (reset steps included)
+
+    @property
+    def busy_s(self) -> float:
+        return self.env_s + self.infer_s + self.copy_s
+
+
+class Block(NamedTuple):
+    """One actor's trajectory for one update."""
+
+    steps: dict[str, np.ndarray]  # STEP_FIELDS, each [M, T, n, ...] (member, step, env)
+    times: ActorTimes
+    versions: tuple[int, int]  # oldest and newest parameter version its steps were taken with
+
+
+class UpdateReport(NamedTuple):
+    """The pipeline's figures for one update."""
+
+    actor_env_s: float  # summed over actors
+    actor_infer_s: float
+    actor_copy_s: float
+    actor_wait_s: float  # parameter and queue waits, summed over actors
+    learner_wait_s: float  # the learner waiting for trajectories
+    learn_s: float
+    lag_min: int
+    lag_max: int
+    lag_mean: float
+    steps_per_s: float  # env steps learned per second of the update's wall time
+    verdict: str
+
+    def to_json(self) -> dict[str, Any]:
+        out = self._asdict()
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in out.items()}
+
+
+# the UpdateReport fields that are seconds per update
+TIME_FIELDS = ("actor_env_s", "actor_infer_s", "actor_copy_s", "actor_wait_s", "learner_wait_s", "learn_s")
+
+
+def verdict(actor_busy_s: float, learn_s: float) -> str:
+    """``rollout-bound`` when the slowest actor's busy time (env steps,
+    inference, copies) exceeds the learner's by :data:`MARGIN`,
+    ``learner-bound`` the other way round, else ``balanced``. Busy times (not
+    waits) decide, so that lock-step runs, where both sides wait by
+    construction, get the same answer as overlapped ones."""
+    if actor_busy_s > MARGIN * learn_s:
+        return "rollout-bound"
+    if learn_s > MARGIN * actor_busy_s:
+        return "learner-bound"
+    return "balanced"
+
+
+class ParamStore:
+    """The newest parameters the learner published, with their version."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._state: Any = None
+        self._version = -1
+
+    def publish(self, state: Any, version: int) -> None:
+        with self._cond:
+            self._state, self._version = state, version
+            self._cond.notify_all()
+
+    def get(self, min_version: int, stop: threading.Event) -> tuple[Any, int]:
+        """The newest parameters, waiting until their version is ≥ ``min_version``."""
+        with self._cond:
+            while self._version < min_version:
+                if stop.is_set():
+                    raise Stopped
+                self._cond.wait(0.05)
+            return self._state, self._version
+
+
+class _Raw(NamedTuple):
+    fields: dict[str, np.ndarray]  # STEP_FIELDS, each [N, ...]
+    valid: np.ndarray  # [N] bool
+    version: int
+
+
+def take_columns(raw: list[_Raw], steps: int) -> tuple[dict[str, np.ndarray], list[_Raw], tuple[int, int]]:
+    """The first ``steps`` valid steps of every env as ``[T, N, ...]`` arrays,
+    and what is left over (each env's later steps, kept for the next block).
+
+    Envs advance through valid steps at their own pace (a backend's reset step
+    is not a transition), so each env's column is gathered on its own; the
+    steps of one column stay consecutive in time."""
+    valid = np.stack([r.valid for r in raw])  # [S, N]
+    n = valid.shape[1]
+    idx = np.empty((steps, n), np.int64)
+    for j in range(n):
+        idx[:, j] = np.flatnonzero(valid[:, j])[:steps]
+    cols = np.arange(n)
+    out = {k: np.stack([r.fields[k] for r in raw])[idx, cols] for k in STEP_FIELDS}
+    versions = np.asarray([r.version for r in raw])[idx]
+    last = idx[-1]  # each env's last used step
+    start = int(last.min()) + 1
+    left = []
+    for s in range(start, len(raw)):
+        keep = raw[s].valid & (s > last)
+        if keep.any():
+            left.append(raw[s]._replace(valid=keep))
+    return out, left, (int(versions.min()), int(versions.max()))
+
+
+class _Actor(threading.Thread):
+    """One actor thread: its vector env holds ``per_member`` envs of every member (member-major)."""
+
+    def __init__(self, pipeline: Sebulba, index: int, env: HostVecEnv, seed: int):
+        super().__init__(name=f"jaxrl-actor-{index}", daemon=True)
+        self.pipeline, self.index, self.env, self.seed = pipeline, index, env, seed
+        self.out: queue.Queue = queue.Queue(maxsize=max(1, pipeline.max_lag + 1))
+        self.key = pipeline.actor_key(index)
+        self.failure: BaseException | None = None
+        self.stepping_since: float | None = None  # monotonic time an env step began (None: not stepping)
+        self.env_steps = 0
+
+    def run(self) -> None:
+        try:
+            self._loop()
+        except Stopped:
+            pass
+        except BaseException as error:  # any failure ends the run through the learner, in one line
+            self.failure = error
+            self.pipeline.stop.set()
+
+    def _step(self, actions: np.ndarray) -> Any:
+        self.stepping_since = time.monotonic()
+        try:
+            return self.env.step(actions)
+        finally:
+            self.stepping_since = None
+
+    def _loop(self) -> None:
+        p = self.pipeline
+        members, per_member, steps = p.members, p.per_member, p.num_steps
+        n = members * per_member
+        self.stepping_since = time.monotonic()
+        obs = self.env.reset(self.seed)
+        self.stepping_since = None
+        ret, length = np.zeros(n, np.float64), np.zeros(n, np.int64)
+        raw: list[_Raw] = []
+        counter = 0
+        for k in range(p.start_update, p.num_updates):
+            times = ActorTimes()
+            t0 = time.perf_counter()
+            state, version = p.store.get(k - p.max_lag, p.stop)
+            times.param_wait_s = time.perf_counter() - t0
+            raw = [r for r in raw if r.version >= k - p.max_lag]  # no step older than the lag bound
+            count = np.sum([r.valid for r in raw], axis=0) if raw else np.zeros(n, np.int64)
+            while int(np.min(count)) < steps:
+                if p.stop.is_set():
+                    raise Stopped
+                t0 = time.perf_counter()
+                obs_dev = p.to_actor(obs.reshape(members, per_member, *obs.shape[1:]))
+                t1 = time.perf_counter()
+                action, record = p.policy(state, obs_dev, self.key, np.int32(counter))
+                p.block(action)
+                t2 = time.perf_counter()
+                action = np.asarray(action).reshape(n, *np.shape(action)[2:])
+                record = {k_: np.asarray(v).reshape(n, *np.shape(v)[2:]) for k_, v in record._asdict().items()}
+                t3 = time.perf_counter()
+                out = self._step(action)
+                t4 = time.perf_counter()
+                times.copy_s += (t1 - t0) + (t3 - t2)
+                times.infer_s += t2 - t1
+                times.env_s += t4 - t3
+                times.env_steps += n
+                counter += 1
+                self.env_steps += 1
+                ret += np.where(out.valid, out.reward, 0.0)
+                length += out.valid
+                done = (out.terminated | out.truncated) & out.valid
+                fields = {
+                    "obs": obs,
+                    "action": record["action"],
+                    "log_prob": record["log_prob"],
+                    "reward": out.reward,
+                    "terminated": out.terminated,
+                    "truncated": out.truncated,
+                    "final_obs": out.final_obs,
+                    "episode_return": np.where(done, ret, 0.0).astype(np.float32),
+                    "episode_length": np.where(done, length, 0).astype(np.int32),
+                }
+                ret[done], length[done] = 0.0, 0
+                raw.append(_Raw(fields, out.valid, version))
+                count = count + out.valid
+                obs = out.obs
+            columns, raw, versions = take_columns(raw, steps)
+            block = {
+                k_: v.reshape(steps, members, per_member, *v.shape[2:]).swapaxes(0, 1) for k_, v in columns.items()
+            }
+            t0 = time.perf_counter()
+            while True:
+                if p.stop.is_set():
+                    raise Stopped
+                try:
+                    self.out.put(Block(block, times, versions), timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
+            times.put_wait_s = time.perf_counter() - t0
+
+
+class Sebulba:
+    """The pipeline: :meth:`start` the actors, then per update :meth:`collect`
+    a batch and :meth:`publish` the learner's new state; :meth:`close` at the end.
+
+    ``policy(state, obs [M, n, *obs], key, step) -> (env action [M, n, ...], record)``
+    is the members' jitted acting (with ``fold_in(key, step)``) (``record``: a NamedTuple with ``action`` and
+    ``log_prob`` ``[M, n, ...]``); ``make_env(i)`` builds actor ``i``'s vector env
+    of ``members × per_member`` envs (member-major)."""
+
+    def __init__(
+        self,
+        *,
+        make_env: Callable[[int], HostVecEnv],
+        policy: Callable[..., Any],
+        members: int,
+        per_member: int,
+        threads: int,
+        num_steps: int,
+        num_updates: int,
+        max_lag: int,
+        timeout_s: float,
+        seed: int,
+        key: Any,
+        actor_device: Any = None,
+        start_update: int = 0,
+        describe_env: Callable[[int, int], str] = lambda actor, env: f"env {env} of actor {actor}",
+    ):
+        import jax
+
+        self.members, self.per_member, self.num_steps = members, per_member, num_steps
+        self.num_updates, self.max_lag, self.timeout_s = num_updates, max_lag, timeout_s
+        self.start_update = start_update
+        self.policy, self.describe_env = policy, describe_env
+        self.store, self.stop = ParamStore(), threading.Event()
+        self._key, self._device = key, actor_device
+        self.block = jax.block_until_ready
+        self.actors = [_Actor(self, i, make_env(i), seed + 100_003 * i) for i in range(threads)]
+
+    def actor_key(self, actor: int) -> Any:
+        """Actor ``actor``'s PRNG key; its step ``t`` acts with ``fold_in(key, t)`` (inside ``policy``)."""
+        import jax
+
+        return jax.random.fold_in(self._key, actor)
+
+    def to_actor(self, x: np.ndarray) -> Any:
+        import jax
+
+        return jax.device_put(x, self._device) if self._device is not None else x
+
+    def start(self, state: Any, version: int) -> None:
+        self.publish(state, version)
+        for actor in self.actors:
+            actor.start()
+
+    def publish(self, state: Any, version: int) -> float:
+        """Hand the learner's state (version: updates done) to the actors; returns the copy's seconds."""
+        import jax
+
+        t0 = time.perf_counter()
+        if self._device is not None:
+            state = jax.device_put(state, self._device)
+        self.store.publish(state, version)
+        return time.perf_counter() - t0
+
+    def collect(
+        self, update: int, interrupted: Callable[[], bool] = lambda: False
+    ) -> tuple[dict[str, np.ndarray], Any]:
+        """Trajectory ``update`` of every actor, joined along the env axis
+        (``[M, T, N, ...]``), and the seconds waited. Raises :class:`HostEnvError`
+        when an actor failed or an env hung, :class:`Stopped` when ``interrupted()``."""
+        blocks, waited = [], 0.0
+        for actor in self.actors:
+            t0 = time.perf_counter()
+            while True:
+                self._check(actor)
+                if interrupted():
+                    raise Stopped
+                try:
+                    blocks.append(actor.out.get(timeout=0.05))
+                    break
+                except queue.Empty:
+                    if not actor.is_alive() and actor.out.empty() and actor.failure is None:
+                        raise HostEnvError(f"actor {actor.index} ended before trajectory {update}") from None
+            waited += time.perf_counter() - t0
+        steps = {k: np.concatenate([b.steps[k] for b in blocks], axis=2) for k in STEP_FIELDS}
+        return steps, (blocks, waited)
+
+    def report(self, update: int, blocks: list[Block], waited: float, learn_s: float, wall_s: float) -> UpdateReport:
+        """The :class:`UpdateReport` of ``update`` from its blocks and the learner's times."""
+        times = [b.times for b in blocks]
+        lags = [update - b.versions[0] for b in blocks] + [update - b.versions[1] for b in blocks]
+        steps = self.members * self.per_member * len(blocks) * self.num_steps
+        return UpdateReport(
+            actor_env_s=sum(t.env_s for t in times),
+            actor_infer_s=sum(t.infer_s for t in times),
+            actor_copy_s=sum(t.copy_s for t in times),
+            actor_wait_s=sum(t.param_wait_s + t.put_wait_s for t in times),
+            learner_wait_s=waited,
+            learn_s=learn_s,
+            lag_min=int(min(lags)),
+            lag_max=int(max(lags)),
+            lag_mean=float(np.mean([update - 0.5 * (b.versions[0] + b.versions[1]) for b in blocks])),
+            steps_per_s=steps / wall_s if wall_s > 0 else 0.0,
+            verdict=verdict(max(t.busy_s for t in times), learn_s),
+        )
+
+    def _check(self, actor: _Actor) -> None:
+        for a in self.actors:
+            if a.failure is not None:
+                raise HostEnvError(self._failure_text(a)) from None
+        since = actor.stepping_since
+        if self.timeout_s > 0 and since is not None and time.monotonic() - since > self.timeout_s:
+            self.stop.set()
+            raise HostEnvError(
+                f"actor.timeout_s: an env step of actor {actor.index} has not returned for "
+                f"{time.monotonic() - since:.0f} s (> {self.timeout_s:g} s) at its step {actor.env_steps}: "
+                "the env hangs; fix it, or raise actor.timeout_s if its steps are this slow"
+            )
+
+    def _failure_text(self, actor: _Actor) -> str:
+        error = actor.failure
+        index = failed_env(error) if error is not None else None
+        where = self.describe_env(actor.index, index) if index is not None else f"actor {actor.index}"
+        text = str(error).split("\n")[0]
+        if index is not None:
+            text = text.split(": ", 1)[1] if ": " in text else text
+        else:
+            text = f"{type(error).__name__}: {text}"
+        return f"{where} raised at step {actor.env_steps}: {text}"
+
+    def close(self, timeout: float = 5.0) -> list[str]:
+        """Stop the actors and close their envs; returns the names of threads
+        still inside an env step (a hung env cannot be interrupted: daemon threads)."""
+        self.stop.set()
+        stuck = []
+        for actor in self.actors:
+            actor.join(timeout)
+            if actor.is_alive():
+                stuck.append(actor.name)
+                continue
+            try:
+                actor.env.close()
+            except Exception:  # closing a broken env must not hide why the run stopped
+                pass
+        return stuck

@@ -1,0 +1,530 @@
+"""Training on host envs (``env=gymnasium:ID``) through the actor–learner
+pipeline (:mod:`jaxrl.actors.sebulba`): the run directory, records,
+evaluation, checkpoints, resume and the summary a compiled run has, with the
+pipeline's own figures (where the time went, policy lag, the verdict) in every
+update record, the live line, ``summary.json`` and the final table.
+
+Learner state is checkpointed and resumed exactly; host env states cannot be
+saved in general, so episodes in flight restart on resume (said in one line).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from jaxrl.actors.sebulba import LEVERS, TIME_FIELDS, HostEnvError, Sebulba, Stopped, UpdateReport, verdict
+from jaxrl.algos import algorithm_for
+from jaxrl.core.config import Config, seed_ids
+from jaxrl.core.errors import ConfigError, make_dir
+from jaxrl.core.fields import HParams
+from jaxrl.envs.core import Discrete, Env
+from jaxrl.envs.host import HostSpec, host_spec, make_vec
+from jaxrl.nets.networks import is_recurrent
+from jaxrl.run import stats, summary
+from jaxrl.run.checkpoint import Checkpointer, config_hash
+from jaxrl.run.io import JsonlWriter, write_json
+from jaxrl.run.logs import format_count
+from jaxrl.run.overrides import to_dict
+from jaxrl.run.records import EvalRecord, UpdateRecord
+from jaxrl.run.records import read as read_records
+from jaxrl.run.rundir import new_run_dir, save_checkpoint, write_config
+from jaxrl.run.signals import StopRequest
+
+__all__ = ["HostRun", "prepare_host", "run_host", "evaluate_members"]
+
+_UNSUPPORTED = (  # (key, value on this config, default): features the pipeline does not have yet
+    ("pbt.population", lambda c: c.pbt.population, 0),
+    ("eval.sets", lambda c: c.eval.sets, ""),
+    ("eval.perturb", lambda c: c.eval.perturb, ""),
+    ("env.randomize", lambda c: c.env.randomize, ""),
+    ("env.params", lambda c: c.env.params, ""),
+    ("env.observe", lambda c: tuple(c.env.observe), ()),
+    ("parallel", lambda c: c.parallel, "seeds"),
+    ("dist.num_processes", lambda c: c.dist.num_processes, 1),
+    ("profile", lambda c: c.profile, False),
+)
+
+
+class ShapeEnv(Env):
+    """A host env's shapes behind the Env contract, for building an agent
+    (networks, initial state); it is never stepped in a program."""
+
+    def __init__(self, spec: HostSpec):
+        self.name, self.obs_shape, self.action_space = spec.name, spec.obs_shape, spec.action_space
+        self.default_params, self.max_episode_steps, self.solved_return = (
+            None,
+            spec.max_episode_steps,
+            spec.solved_return,
+        )
+
+    def _reset(self, key: Any, params: Any) -> tuple[Any, Any]:
+        import jax.numpy as jnp
+
+        return jnp.zeros((), jnp.int32), jnp.zeros(self.obs_shape, jnp.float32)
+
+    def _step(self, key: Any, inner: Any, action: Any, params: Any) -> Any:
+        raise NotImplementedError("a host env steps outside the program (jaxrl.actors)")
+
+
+class HostRun(NamedTuple):
+    """A host-env run, prepared once (every check done, nothing written)."""
+
+    config: Config
+    spec: HostSpec
+    agent: Any
+    seeds: tuple[int, ...]
+    hparams: Any  # HParams with a leading member axis
+    per_member: int  # envs per member in each actor thread
+    num_updates: int
+    chunk_updates: int
+    metric_names: tuple[str, ...]
+
+
+def prepare_host(config: Config) -> HostRun:
+    """Check ``config`` for a host env and build its agent; raises
+    :class:`ConfigError` (one line) before anything is written."""
+    import jax
+
+    for key, value, default in _UNSUPPORTED:
+        if value(config) != default:
+            raise ConfigError(
+                key, value(config), "is not available on host envs (env=gymnasium:…) yet", f"drop {key}= for this run"
+            )
+    actor = config.actor
+    if actor.envs not in ("sync", "async"):
+        raise ConfigError("actor.envs", actor.envs, "must be sync or async", "pass actor.envs=sync")
+    if actor.threads > config.num_envs or config.num_envs % actor.threads:
+        raise ConfigError(
+            "actor.threads",
+            actor.threads,
+            f"must divide num_envs={config.num_envs} (each thread steps num_envs / threads envs of every seed)",
+            f"pass actor.threads=1 or num_envs={actor.threads * max(1, config.num_envs // actor.threads)}",
+        )
+    algorithm = algorithm_for(config.algo)
+    if is_recurrent(getattr(config.algo, "network", "")):
+        raise ConfigError(
+            "algo.network",
+            config.algo.network,
+            "recurrent torsos do not train on host envs yet",
+            "pass algo.network=mlp",
+        )
+    spec = host_spec(config.env.name, config.env.module)
+    kind = "discrete" if isinstance(spec.action_space, Discrete) else "continuous"
+    if kind not in algorithm.actions:
+        raise ConfigError(
+            "algo",
+            algorithm.name,
+            f"needs {' or '.join(algorithm.actions)} actions and {spec.name} has {kind} ones",
+            "use algo=ppo",
+        )
+    if len(spec.obs_shape) == 3 and getattr(config.algo, "network", "auto") == "mlp":
+        pass  # the user asked for it
+    steps = config.num_envs * config.algo.num_steps
+    num_updates = max(1, math.ceil(config.total_timesteps / steps))
+    agent = algorithm.make_agent(config.algo, ShapeEnv(spec), config.num_envs, num_updates)
+    if agent.behave is None or agent.complete is None:
+        raise ConfigError("algo", algorithm.name, "does not train on host envs yet (PPO does)", "pass algo=ppo")
+    seeds = seed_ids(config)
+    base = HParams.from_config(config.algo)
+    hparams = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(seeds),)).copy(), base)
+    chunk = max(1, math.ceil(num_updates / config.num_evals))
+    return HostRun(
+        config, spec, agent, seeds, hparams, config.num_envs // actor.threads, num_updates, chunk, algorithm.metrics
+    )
+
+
+class _Programs(NamedTuple):
+    init: Any  # (keys [M], hparams) -> states
+    learn: Any  # (states, steps {field: [M, T, N, ...]}, hparams, update) -> (states, metrics)
+    policy: Any  # (states, obs [M, n, *obs], key, step) -> (env action, Behaviour)
+    act: Any  # (states, obs [M, n, *obs]) -> deterministic env action
+
+
+def _programs(run: HostRun) -> _Programs:
+    import jax
+    import jax.numpy as jnp
+
+    agent, members = run.agent, len(run.seeds)
+
+    def learn_one(state, steps, hp, update):
+        new, metrics = agent.learn(state, agent.complete(state, steps), hp, update)
+        keep = metrics.loop.finite  # a non-finite update is not applied (its keys still advance)
+        new = jax.tree.map(
+            lambda a, b: a if jnp.issubdtype(a.dtype, jax.dtypes.prng_key) else jnp.where(keep, a, b), new, state
+        )
+        return new, metrics
+
+    def policy(states, obs, key, step):
+        keys = jax.random.split(jax.random.fold_in(key, step), members)
+        return jax.vmap(agent.behave)(states, obs, keys)
+
+    def act(states, obs):
+        keys = jax.random.split(jax.random.key(0), members)
+        return jax.vmap(agent.act)(states, obs, keys)
+
+    return _Programs(
+        jax.jit(jax.vmap(agent.init)),
+        jax.jit(jax.vmap(learn_one, in_axes=(0, 0, 0, None))),
+        jax.jit(policy),
+        jax.jit(act),
+    )
+
+
+def _compile(run: HostRun, programs: _Programs, states: Any) -> _Programs:
+    """The learner's and the actors' programs compiled ahead of the first update
+    (the compile is timed apart from training, and no actor compiles in its thread)."""
+    import jax
+
+    members, steps, n = len(run.seeds), run.config.algo.num_steps, run.config.num_envs
+    obs = np.zeros((members, n, *run.spec.obs_shape), np.float32)
+    key = jax.random.key(0)
+    action, record = jax.eval_shape(programs.policy, states, obs[:, : run.per_member], key, np.int32(0))
+
+    def like(x: Any, shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros((members, steps, n, *shape), x.dtype)
+
+    example = {
+        "obs": like(obs, run.spec.obs_shape),
+        "action": like(record.action, record.action.shape[2:]),
+        "log_prob": like(record.log_prob, ()),
+        "reward": np.zeros((members, steps, n), np.float32),
+        "terminated": np.zeros((members, steps, n), bool),
+        "truncated": np.zeros((members, steps, n), bool),
+        "final_obs": like(obs, run.spec.obs_shape),
+        "episode_return": np.zeros((members, steps, n), np.float32),
+        "episode_length": np.zeros((members, steps, n), np.int32),
+    }
+    learn = programs.learn.lower(states, example, run.hparams, np.int32(0)).compile()
+    policy = programs.policy.lower(states, obs[:, : run.per_member], key, np.int32(0)).compile()
+    act = programs.act.lower(states, np.zeros((members, run.config.eval.episodes, *run.spec.obs_shape), np.float32))
+    return _Programs(programs.init, learn, policy, act.compile())
+
+
+def evaluate_members(
+    run: HostRun, act: Callable[..., Any], states: Any, episodes: int, max_steps: int, seed: int
+) -> tuple[list[float], list[float], list[float]]:
+    """Every member's deterministic policy on ``episodes`` fresh episodes of
+    its own (one env each, seeded ``seed + i``): per member the mean and std
+    of the returns and the mean length. An episode still running after
+    ``max_steps`` steps counts with what it had."""
+    members = len(run.seeds)
+    env = make_vec(run.spec, members * episodes)
+    try:
+        obs = env.reset(seed)
+        ret, length = np.zeros(members * episodes), np.zeros(members * episodes)
+        running = np.ones(members * episodes, bool)
+        for _ in range(max_steps):
+            action = np.asarray(act(states, obs.reshape(members, episodes, *obs.shape[1:])))
+            out = env.step(action.reshape(members * episodes, *action.shape[2:]))
+            counted = running & out.valid
+            ret += np.where(counted, out.reward, 0.0)
+            length += counted
+            running &= ~((out.terminated | out.truncated) & out.valid)
+            if not running.any():
+                break
+            obs = out.obs
+    finally:
+        env.close()
+    ret, length = ret.reshape(members, episodes), length.reshape(members, episodes)
+    return ret.mean(1).tolist(), ret.std(1).tolist(), length.mean(1).tolist()
+
+
+class _Loop(NamedTuple):
+    run: HostRun
+    programs: _Programs
+    pipeline: Sebulba
+    writer: JsonlWriter
+    ckpt: Checkpointer | None
+    log: Callable[[str], None]
+    stopper: StopRequest
+    run_dir: str
+    chash: str
+
+
+def _eval_steps(run: HostRun) -> int:
+    return run.config.eval.max_steps or run.spec.max_episode_steps or 10_000
+
+
+def _update_record(run: HostRun, chunk: int, update: int, metrics: Any, report: UpdateReport) -> UpdateRecord:
+    loop = metrics.loop
+    episodes = np.asarray(loop.episodes)
+    returns = np.asarray(loop.episode_return_sum) / np.maximum(episodes, 1)
+    lengths = np.asarray(loop.episode_length_sum) / np.maximum(episodes, 1)
+    own = {name: np.asarray(getattr(metrics, name)).astype(float).tolist() for name in run.metric_names}
+    return UpdateRecord(
+        chunk=chunk,
+        update=update,
+        env_steps=update * run.config.rollout_size,
+        episode_return=[float(r) if e else None for r, e in zip(returns, episodes, strict=True)],
+        episode_length=[float(r) if e else None for r, e in zip(lengths, episodes, strict=True)],
+        episodes=episodes.astype(int).tolist(),
+        metrics={**own, "pipeline": report.to_json()},
+    )
+
+
+def _chunk_end(
+    loop: _Loop, states: Any, chunk: int, update: int, seconds: float, reports: list[UpdateReport]
+) -> EvalRecord:
+    run, config = loop.run, loop.run.config
+    means, stds, lengths = evaluate_members(
+        run, loop.programs.act, states, config.eval.episodes, _eval_steps(run), 10_000_019 + chunk
+    )
+    steps = update * config.rollout_size
+    record = EvalRecord(
+        chunk=chunk,
+        update=update,
+        env_steps=steps,
+        eval_return=means,
+        eval_return_std=stds,
+        eval_length=lengths,
+        failed_at_update=[0] * len(run.seeds),
+        chunk_time_s=seconds,
+        env_steps_per_s=len(reports) * config.rollout_size * len(run.seeds) / seconds if seconds > 0 else 0.0,
+    )
+    if loop.ckpt is not None:
+        failed = save_checkpoint(loop.ckpt, chunk, {"states": states}, {"update": update, "config_hash": loop.chash})
+        if failed is not None:
+            raise HostEnvError(f"checkpoint of chunk {chunk} could not be written: {failed}")
+    last = reports[-1]
+    if config.progress:
+        lever = _pipeline_totals(reports)
+        loop.log(
+            f"chunk {chunk + 1}/{math.ceil(run.num_updates / run.chunk_updates)} · {format_count(steps)} steps each · "
+            f"eval IQM {stats.iqm(means):.1f} (min {min(means):.1f}, max {max(means):.1f}) · "
+            f"{format_count(record.env_steps_per_s)} steps/s · lag ≤ {last.lag_max} · {lever['verdict']}"
+        )
+    return record
+
+
+def _pipeline_totals(reports: list[UpdateReport]) -> dict[str, Any]:
+    """Per-update means of the pipeline's figures, the lag range and the run's verdict."""
+    n = len(reports)
+    mean = {f: sum(getattr(r, f) for r in reports) / n for f in TIME_FIELDS}
+    busy = mean["actor_env_s"] + mean["actor_infer_s"] + mean["actor_copy_s"]
+    word = verdict(busy, mean["learn_s"])
+    return {
+        **{f"{k}_per_update": round(v, 6) for k, v in mean.items()},
+        "lag_min": min(r.lag_min for r in reports),
+        "lag_mean": round(sum(r.lag_mean for r in reports) / n, 4),
+        "lag_max": max(r.lag_max for r in reports),
+        "steps_per_s": round(sum(r.steps_per_s for r in reports) / n, 1),
+        "verdict": word,
+        "lever": LEVERS[word],
+    }
+
+
+def pipeline_text(totals: dict[str, Any]) -> str:
+    """The final table's pipeline lines."""
+    ms = {k: 1000 * totals[f"{k}_per_update"] for k in TIME_FIELDS}
+    return (
+        f"pipeline per update: actors env {ms['actor_env_s']:.1f} ms · inference {ms['actor_infer_s']:.1f} ms · "
+        f"copies {ms['actor_copy_s']:.1f} ms · waiting {ms['actor_wait_s']:.1f} ms | learner waiting "
+        f"{ms['learner_wait_s']:.1f} ms · learning {ms['learn_s']:.1f} ms | policy lag {totals['lag_min']}–"
+        f"{totals['lag_max']} (mean {totals['lag_mean']:.2f})\n"
+        f"verdict: {totals['verdict']} — lever: {totals['lever']}"
+    )
+
+
+def _train(loop: _Loop, states: Any, start: int) -> tuple[Any, list[Any], list[UpdateReport], float, str | None]:
+    """Updates ``start`` … the budget; returns states, records, reports, train seconds and the stop reason."""
+    import jax
+
+    run, pipeline, programs = loop.run, loop.pipeline, loop.programs
+    records: list[Any] = []
+    reports: list[UpdateReport] = []
+    chunk_reports: list[UpdateReport] = []
+    train_s, chunk_t0 = 0.0, time.perf_counter()
+    for k in range(start, pipeline.num_updates):
+        t0 = time.perf_counter()
+        try:
+            steps, (blocks, waited) = pipeline.collect(k, lambda: loop.stopper.signum is not None)
+        except Stopped:
+            return states, records, reports, train_s, "signal"
+        t1 = time.perf_counter()
+        states, metrics = programs.learn(states, steps, run.hparams, np.int32(k))
+        metrics = jax.block_until_ready(metrics)
+        learn_s = time.perf_counter() - t1
+        pipeline.publish(states, k + 1)
+        report = pipeline.report(k, blocks, waited, learn_s, time.perf_counter() - t0)
+        train_s += time.perf_counter() - t0
+        reports.append(report)
+        chunk_reports.append(report)
+        chunk = k // run.chunk_updates
+        records.append(_update_record(run, chunk, k + 1, metrics, report))
+        if not bool(np.all(np.asarray(metrics.loop.finite))):
+            bad = [s for s, ok in zip(run.seeds, np.asarray(metrics.loop.finite), strict=True) if not ok]
+            return states, records, reports, train_s, f"on_nan: update {k + 1} of seed(s) {bad} was not finite"
+        if (k + 1) % run.chunk_updates == 0 or k + 1 == run.num_updates:
+            seconds = time.perf_counter() - chunk_t0
+            records.append(_chunk_end(loop, states, chunk, k + 1, seconds, chunk_reports))
+            loop.writer.write([r.to_json() for r in records[-len(chunk_reports) - 1 :]])
+            chunk_reports, chunk_t0 = [], time.perf_counter()
+    return states, records, reports, train_s, None
+
+
+def _start_states(
+    run: HostRun, programs: _Programs, run_dir: str, resuming: bool, chash: str, log: Callable[[str], None]
+) -> tuple[Any, int, Checkpointer | None]:
+    import jax
+
+    keys = jax.vmap(jax.random.key)(np.asarray(run.seeds, np.uint32))
+    states = programs.init(keys, run.hparams)
+    ckpt = Checkpointer(os.path.join(run_dir, "checkpoints"), keep=run.config.keep) if run.config.checkpoint else None
+    if not resuming:
+        return states, 0, ckpt
+    if ckpt is None or ckpt.latest() is None:
+        raise ConfigError("resume", run_dir, "has no checkpoint to continue from", "start a new run without resume=")
+    abstract = jax.eval_shape(lambda: {"states": states})
+    device = jax.devices()[0]
+    shardings = jax.tree.map(lambda _: jax.sharding.SingleDeviceSharding(device), abstract)
+    restored = ckpt.restore(abstract, shardings)
+    if restored.meta.get("config_hash") != chash:
+        raise ConfigError("resume", run_dir, "was written with other settings", "resume with its own config.yaml")
+    update = int(restored.meta["update"])
+    log(f"resuming at update {update}: the learner's state is restored; host env episodes in flight restart")
+    return restored.state["states"], update, ckpt
+
+
+def run_host(
+    config: Config, log: Callable[[str], None], stopper: StopRequest, stop_after_chunks: int | None = None
+) -> int:
+    """Train ``config`` (a host env) through the pipeline; returns the exit code.
+    ``stop_after_chunks``: stop there with a checkpoint (tests, scripted preemption)."""
+    import jax
+
+    started = time.perf_counter()
+    run = prepare_host(config)
+    resuming = config.resume is not None
+    run_dir = config.run_dir if resuming else new_run_dir(config)
+    data = {
+        k: v
+        for k, v in to_dict(config).items()
+        if k not in ("run_dir", "runs_root", "resume", "actor", "progress", "plots", "keep", "checkpoint", "logger")
+    }
+    chash = config_hash(data)
+    if not resuming:
+        make_dir("run_dir" if config.run_dir else "runs_root", run_dir)
+        write_config(os.path.join(run_dir, "config.yaml"), config)
+    log(f"run directory: {run_dir}")
+    members = len(run.seeds)
+    log(
+        f"{run.spec.name} · {config.algo.name} · {members} seed(s) × {config.num_envs} envs in "
+        f"{config.actor.threads} actor thread(s) · {run.num_updates} updates · actor–learner pipeline "
+        f"(policy lag ≤ {0 if config.actor.sync else config.actor.max_lag})"
+    )
+    stop_after_updates = None if stop_after_chunks is None else stop_after_chunks * run.chunk_updates
+    programs = _programs(run)
+    t0 = time.perf_counter()
+    states, start, ckpt = _start_states(run, programs, run_dir, resuming, chash, log)
+    programs = _compile(run, programs, states)
+    compile_s = time.perf_counter() - t0
+    pipeline = Sebulba(
+        make_env=lambda i: make_vec(run.spec, members * run.per_member, mode=config.actor.envs),
+        policy=programs.policy,
+        members=members,
+        per_member=run.per_member,
+        threads=config.actor.threads,
+        num_steps=config.algo.num_steps,
+        num_updates=run.num_updates if stop_after_updates is None else min(run.num_updates, start + stop_after_updates),
+        max_lag=0 if config.actor.sync else config.actor.max_lag,
+        timeout_s=config.actor.timeout_s,
+        seed=config.seed * 1_000_003 + start,
+        key=jax.random.key(config.seed + 7919 * start),
+        start_update=start,
+        describe_env=lambda actor, env: (
+            f"env {run.spec.name}: seed {run.seeds[env // run.per_member]} (its env {env % run.per_member} in actor {actor})"
+        ),
+    )
+    writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
+    if resuming:
+        writer.truncate(lambda r: r.get("update", 0) <= start)
+    loop = _Loop(run, programs, pipeline, writer, ckpt, log, stopper, run_dir, chash)
+    pipeline.start(states, start)
+    try:
+        states, records, reports, train_s, reason = _train(loop, states, start)
+    except HostEnvError as error:
+        return _stopped(loop, str(error), 2)
+    finally:
+        stuck = pipeline.close()
+        if ckpt is not None:
+            ckpt.close()
+    if stuck:
+        log(f"note: {', '.join(stuck)} still inside an env step (a hung env cannot be interrupted)")
+    if reason == "signal":
+        return _stopped(
+            loop,
+            f"{'SIGINT' if stopper.signum == 2 else 'signal'}: stopped; the last checkpoint is kept",
+            stopper.exit_code,
+        )
+    if reason is not None:
+        return _stopped(loop, reason, 2)
+    if stop_after_updates is not None and pipeline.num_updates < run.num_updates:
+        return 0
+    return _finish(loop, states, writer, compile_s, train_s, reports, started)
+
+
+def _stopped(loop: _Loop, text: str, code: int) -> int:
+    kept = loop.ckpt.latest() if loop.ckpt is not None else None
+    where = (
+        f"; last checkpoint: chunk {kept} (resume={loop.run_dir})"
+        if kept is not None
+        else "; no checkpoint was written"
+    )
+    loop.log(f"error: {text}{where}" if code == 2 else f"{text}{where}")
+    return code
+
+
+def _finish(
+    loop: _Loop,
+    states: Any,
+    writer: JsonlWriter,
+    compile_s: float,
+    train_s: float,
+    reports: list[UpdateReport],
+    started: float,
+) -> int:
+    run, config = loop.run, loop.run.config
+    records = read_records(writer.path)
+    evals = [r for r in records if isinstance(r, EvalRecord)]
+    final = [float(v) for v in evals[-1].eval_return]
+    total = run.num_updates * config.rollout_size
+    totals = _pipeline_totals(reports) if reports else {}
+    result = {
+        "env": run.spec.name,
+        "algo": config.algo.name,
+        "seeds": list(run.seeds),
+        "total_timesteps": total,
+        "final_eval_return": final,
+        **stats.summarize(final, run.spec.solved_return),
+        "failed_seeds": [],
+        "solved_threshold": run.spec.solved_return,
+        "eval_episodes": config.eval.episodes,
+        "compile_time_s": compile_s,
+        "train_time_s": train_s,
+        "wall_time_s": time.perf_counter() - started,
+        "env_steps_per_s": total * len(run.seeds) / train_s if train_s > 0 else None,
+        "num_updates": run.num_updates,
+        "members": len(run.seeds),
+        "actor": "threads",
+        "pipeline": totals,
+        "run_dir": loop.run_dir,
+    }
+    write_json(os.path.join(loop.run_dir, "summary.json"), result)
+    if config.plots:
+        summary.plot_run(loop.run_dir, records, f"{run.spec.name} · {config.algo.name}", run.spec.solved_return)
+    title = f"{run.spec.name} · {config.algo.name} · final deterministic evaluation ({config.eval.episodes} episodes per seed)"
+    print(stats.robustness_table(result["seeds"], final, result, run.spec.solved_return, title), flush=True)
+    if totals:
+        print(pipeline_text(totals), flush=True)
+    count = "?" if result["env_steps_per_s"] is None else format_count(result["env_steps_per_s"])
+    loop.log(
+        f"compile {compile_s:.1f} s · train {train_s:.1f} s · {count} env steps/s · wall {result['wall_time_s']:.1f} s"
+    )
+    loop.log(f"run directory: {loop.run_dir}")
+    return 0

@@ -1,0 +1,346 @@
+"""Host envs (``env=gymnasium:ID``) and the actor–learner pipeline.
+
+The adapter is checked step by step against gymnasium's own env loop, for
+ends by termination and by time limit, in both of gymnasium's auto-reset
+modes; the pipeline's lag bound, its verdict, failures (an env that raises,
+one that hangs), signals, resume and bad input through the CLI; the docs'
+command as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from jaxrl import train
+from jaxrl.actors.sebulba import MARGIN, _Raw, take_columns, verdict
+from jaxrl.envs import host
+from tests import toy_host_envs  # noqa: F401  (registers the toy envs here too)
+from tests.helpers import REPO, run, run_dir_of, user_env
+from tests.test_readme import COMMANDS
+
+TOY = "env.module=tests.toy_host_envs"
+TINY = ["seeds=2", "num_envs=2", "algo.num_steps=16", "total_timesteps=256", "num_evals=2", "eval.episodes=2"]
+DOCS = "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4"
+
+
+def _reference(env_id: str, seed: int, actions: list[int], **kwargs) -> list[tuple]:
+    """gymnasium's own loop on one env: (obs after the step, reward, terminated, truncated) until the first end."""
+    env = gym.make(env_id, **kwargs)
+    obs, _ = env.reset(seed=seed)
+    rows = [("reset", np.asarray(obs, np.float32))]
+    for a in actions:
+        obs, reward, terminated, truncated, _ = env.step(a)
+        rows.append((np.asarray(obs, np.float32), float(reward), bool(terminated), bool(truncated)))
+        if terminated or truncated:
+            obs, _ = env.reset()
+            rows.append(("reset", np.asarray(obs, np.float32)))
+            break
+    env.close()
+    return rows
+
+
+@pytest.mark.parametrize("mode", host.AUTORESET)
+@pytest.mark.parametrize("end", ["terminated", "truncated"])
+def test_the_adapter_steps_as_gymnasiums_own_loop(mode, end):
+    """Pushing right topples CartPole (terminated, step 9 or so); a 5-step limit
+    truncates first. The adapter gives gymnasium's observations, rewards and
+    end kinds, the pre-reset observation as final_obs, then the fresh start;
+    in next-step mode the reset step is marked invalid and is no transition."""
+    limit = 5 if end == "truncated" else None
+    spec = host.host_spec("gymnasium:CartPole-v1")
+    vec = host.GymnasiumVec(spec, 2, autoreset=mode, max_episode_steps=limit)
+    obs = vec.reset(seed=7)
+    actions = [1] * 40
+    ref = [
+        _reference("CartPole-v1", 7 + i, actions, **({"max_episode_steps": limit} if limit else {})) for i in range(2)
+    ]
+    np.testing.assert_allclose(obs[0], ref[0][0][1])
+    np.testing.assert_allclose(obs[1], ref[1][0][1])
+    ended = False
+    for t, _ in enumerate(actions):
+        out = vec.step(np.ones(2, np.int64))
+        row = ref[0][t + 1]
+        if not out.valid[0]:  # next-step mode: the backend only reset env 0
+            assert mode == "next_step" and ended
+            np.testing.assert_allclose(out.obs[0], ref[0][-1][1], rtol=1e-6)
+            break
+        pre, reward, terminated, truncated = row
+        np.testing.assert_allclose(out.final_obs[0], pre, rtol=1e-6)
+        assert (float(out.reward[0]), bool(out.terminated[0]), bool(out.truncated[0])) == (
+            reward,
+            terminated,
+            truncated,
+        )
+        if terminated or truncated:
+            assert (terminated, truncated) == (end == "terminated", end == "truncated")
+            ended = True
+            if mode == "same_step":  # the fresh start right away
+                np.testing.assert_allclose(out.obs[0], ref[0][-1][1], rtol=1e-6)
+                break
+        else:
+            np.testing.assert_allclose(out.obs[0], pre, rtol=1e-6)
+    assert ended
+    vec.close()
+
+
+def test_dict_and_discrete_observations_are_flattened():
+    spec = host.host_spec("gymnasium:JaxrlDict-v0")
+    assert spec.obs_shape == (5,) and spec.action_space.n == 3
+    vec = host.make_vec(spec, 2)
+    obs = vec.reset(0)
+    np.testing.assert_array_equal(obs, [[1, 0, 0, 0, 0]] * 2)  # gear 0 one-hot, then pos
+    out = vec.step(np.asarray([2, 1]))
+    np.testing.assert_allclose(out.obs, [[0, 0, 1, 0.1, 0.1], [0, 1, 0, 0.1, 0.1]], rtol=1e-6)
+    vec.close()
+
+
+def test_columns_keep_each_envs_steps_consecutive():
+    """Env 0 skips a reset step: its column takes its next valid step, and the
+    steps each env did not use wait for the next block."""
+    valid = np.asarray([[1, 1], [0, 1], [1, 1], [1, 1]], bool)
+    raw = [
+        _Raw(
+            {
+                k: np.asarray([10 * s, 10 * s + 1])
+                for k in (
+                    "obs",
+                    "action",
+                    "log_prob",
+                    "reward",
+                    "terminated",
+                    "truncated",
+                    "final_obs",
+                    "episode_return",
+                    "episode_length",
+                )
+            },
+            valid[s],
+            s,
+        )
+        for s in range(4)
+    ]
+    out, left, versions = take_columns(raw, 2)
+    np.testing.assert_array_equal(out["obs"], [[0, 1], [20, 11]])
+    assert versions == (0, 2)
+    assert [(r.version, r.valid.tolist()) for r in left] == [(2, [False, True]), (3, [True, True])]
+
+
+def test_the_verdict_names_the_slower_side():
+    assert verdict(1.0, 0.1) == "rollout-bound" and verdict(0.1, 1.0) == "learner-bound"
+    assert verdict(1.0, 1.0) == "balanced" and verdict(MARGIN * 0.99, 1.0) == "balanced"
+
+
+def _train(tmp_path, *args: str) -> tuple[int, dict | None, list[dict]]:
+    run_dir = tmp_path / "run"
+    code = train.main([*args, f"run_dir={run_dir}", "plots=false"])
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else None
+    path = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return code, summary, rows
+
+
+@pytest.mark.parametrize("lag", [0, 1, 2])
+def test_policy_lag_stays_within_its_bound(tmp_path, lag):
+    code, summary, rows = _train(tmp_path, "env=gymnasium:JaxrlToy-v0", TOY, *TINY, f"actor.max_lag={lag}")
+    assert code == 0
+    lags = [r["pipeline"]["lag_max"] for r in rows if r["type"] == "update"]
+    assert len(lags) == 8 and max(lags) <= lag and summary["pipeline"]["lag_max"] <= lag
+    if lag == 0:
+        assert set(lags) == {0}
+
+
+def test_actor_sync_is_lock_step(tmp_path):
+    code, summary, _ = _train(tmp_path, "env=gymnasium:JaxrlToy-v0", TOY, *TINY, "actor.sync=true", "actor.max_lag=3")
+    assert code == 0 and summary["pipeline"]["lag_max"] == 0
+
+
+def test_a_slow_env_is_rollout_bound_and_a_heavy_learner_learner_bound(tmp_path):
+    """2 ms per env step against a light learner; then 1 fast env against
+    512 epochs of 8 minibatches: the verdict flips, and names its lever."""
+    slow = ["env=gymnasium:JaxrlSlow-v0", TOY, "seeds=1", "num_envs=2", "algo.num_steps=32", "total_timesteps=256"]
+    code, summary, _ = _train(tmp_path / "slow", *slow, "num_evals=1", "eval.episodes=1")
+    assert code == 0 and summary["pipeline"]["verdict"] == "rollout-bound", summary["pipeline"]
+    assert "actor.threads" in summary["pipeline"]["lever"]
+    heavy = ["env=gymnasium:JaxrlToy-v0", TOY, "seeds=1", "num_envs=1", "algo.num_steps=64", "total_timesteps=256"]
+    epochs = ["algo.update_epochs=512", "algo.num_minibatches=8"]
+    code, summary, _ = _train(tmp_path / "heavy", *heavy, *epochs, "num_evals=1", "eval.episodes=1")
+    assert code == 0 and summary["pipeline"]["verdict"] == "learner-bound", summary["pipeline"]
+    assert "algo.update_epochs" in summary["pipeline"]["lever"]
+
+
+def test_an_env_that_raises_stops_the_run_in_one_line_and_keeps_the_checkpoint(tmp_path, capsys):
+    args = ["env=gymnasium:JaxrlRaises-v0", TOY, *TINY, "total_timesteps=1024", "num_evals=4"]
+    code, _, _ = _train(tmp_path, *args)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(lines) == 1, err
+    assert "gymnasium:JaxrlRaises-v0: seed 0" in lines[0] and "RuntimeError: the simulator lost its state" in lines[0]
+    assert "last checkpoint: chunk" in lines[0] and "Traceback" not in err
+    assert threading.active_count() == 1 or all(not t.name.startswith("jaxrl-actor") for t in threading.enumerate())
+
+
+def test_a_hung_env_is_stopped_by_the_watchdog(tmp_path, capsys):
+    args = ["env=gymnasium:JaxrlHangs-v0", TOY, *TINY, "total_timesteps=1024", "num_evals=4", "actor.timeout_s=2"]
+    code, _, _ = _train(tmp_path, *args)
+    err = capsys.readouterr().err
+    assert code == 2 and "actor.timeout_s" in err and "has not returned" in err and "Traceback" not in err, err
+
+
+def test_resume_continues_the_learner_where_it_stopped(tmp_path):
+    from jaxrl.run import training
+    from jaxrl.run.overrides import resolve
+
+    run_dir = tmp_path / "run"
+    args = ["env=gymnasium:JaxrlToy-v0", TOY, *TINY, "num_evals=4", f"run_dir={run_dir}", "plots=false"]
+    assert training.run(resolve(args), stop_after_chunks=2) == 0
+    first = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in first if r["type"] == "eval"] == [2, 4]
+    assert train.main([f"resume={run_dir}"]) == 0
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows if r["type"] == "update"] == list(range(1, 9))
+    assert rows[: len(first)] == first
+    assert json.loads((run_dir / "summary.json").read_text())["num_updates"] == 8
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["env=gymnasium:CartPol-v1"], "env=gymnasium:CartPol-v1"),
+        (["env=gymnasium:CartPole-v1", "algo=sac"], "algo=sac"),
+        (["env=gymnasium:CartPole-v1", "num_envs=4", "actor.threads=3"], "actor.threads=3"),
+        (["env=gymnasium:CartPole-v1", "actor.max_lag=-1"], "actor.max_lag=-1"),
+        (["env=gymnasium:CartPole-v1", "actor.threads=0"], "actor.threads=0"),
+        (["env=gymnasium:CartPole-v1", "pbt.population=4"], "pbt.population=4"),
+        (["env=gymnasium:CartPole-v1", "algo.network=gru"], "algo.network=gru"),
+        (["env=gymnasium:JaxrlToy-v0", "env.module=no_such_module"], "env.module=no_such_module"),
+    ],
+)
+def test_bad_host_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, field):
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrl.train", *args, f"runs_root={tmp_path / 'runs'}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**user_env(), "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {field}"), proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_sigint_stops_actors_and_learner_with_a_checkpoint(tmp_path):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jaxrl.train",
+            "env=gymnasium:JaxrlSlow-v0",
+            TOY,
+            "seeds=1",
+            "num_envs=2",
+            "algo.num_steps=16",
+            "total_timesteps=100000",
+            "num_evals=1000",
+            f"run_dir={tmp_path / 'run'}",
+            "plots=false",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**user_env(), "PYTHONPATH": str(REPO)},
+    )
+    for line in proc.stderr:
+        if line.startswith("chunk 2/"):
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "last checkpoint: chunk" in err and "Traceback" not in err
+    assert os.listdir(tmp_path / "run" / "checkpoints")
+
+
+def test_the_docs_command_trains_and_reports_its_pipeline(home):
+    """``python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4`` (the CLI's
+    defaults, the CartPole preset) at a CI budget: it learns, and the table
+    ends with the pipeline's figures and verdict."""
+    proc = run(DOCS, home, COMMANDS[DOCS])
+    run_dir = run_dir_of(proc)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env"] == "gymnasium:CartPole-v1" and len(summary["final_eval_return"]) == 4
+    assert summary["iqm"] > 100, summary["final_eval_return"]  # random play: ≈ 22
+    assert summary["pipeline"]["verdict"] in ("rollout-bound", "learner-bound", "balanced")
+    assert "verdict:" in proc.stdout and "pipeline per update" in proc.stdout
+    assert (run_dir / "curves.png").is_file()
+    assert all(np.isfinite(summary["final_eval_return"]))
+
+
+def test_continuous_actions_and_the_refusals_after_training(tmp_path, capsys):
+    """Pendulum-v1 (a Box action) trains; evaluate of a host-env run is refused in one line."""
+    code, summary, _ = _train(tmp_path, "env=gymnasium:Pendulum-v1", *TINY)
+    assert code == 0 and all(np.isfinite(summary["final_eval_return"]))
+    from jaxrl import evaluate
+
+    capsys.readouterr()
+    assert evaluate.main([str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trained on a host env" in err[0], err
+
+
+def test_lock_step_runs_repeat_exactly(tmp_path):
+    """actor.sync=true: every trajectory is collected with the parameters of the
+    update before it, so a run's numbers repeat (timings aside)."""
+    args = ["env=gymnasium:JaxrlToy-v0", TOY, *TINY, "actor.sync=true"]
+    _, _, first = _train(tmp_path / "a", *args)
+    _, _, second = _train(tmp_path / "b", *args)
+    drop = {"pipeline", "chunk_time_s", "env_steps_per_s"}
+    assert [{k: v for k, v in r.items() if k not in drop} for r in first] == [
+        {k: v for k, v in r.items() if k not in drop} for r in second
+    ]
+
+
+def test_complete_values_the_steps_with_the_learners_parameters():
+    """The learner's batch: V(s_t) and V(final_obs_t) from its own parameters,
+    behaviour log-probs as the actor recorded them."""
+    import jax
+
+    from jaxrl.algos.actor_critic import ActorCritic, value_of
+    from jaxrl.run import host as host_run
+    from jaxrl.run.overrides import resolve
+
+    run = host_run.prepare_host(resolve(["env=gymnasium:JaxrlToy-v0", TOY, "seeds=1", "num_envs=2"]))
+    agent = run.agent
+    state = agent.init(jax.random.key(0), jax.tree.map(lambda x: x[0], run.hparams))
+    obs = np.random.default_rng(0).uniform(-1, 1, (3, 2, 4)).astype(np.float32)
+    action, record = agent.behave(state, obs[0], jax.random.key(1))
+    assert action.shape == (2,) and record.log_prob.shape == (2,)
+    steps = {
+        "obs": obs,
+        "action": np.zeros((3, 2), np.int32),
+        "log_prob": np.full((3, 2), -0.5, np.float32),
+        "reward": np.ones((3, 2), np.float32),
+        "terminated": np.zeros((3, 2), bool),
+        "truncated": np.zeros((3, 2), bool),
+        "final_obs": obs[::-1],
+        "episode_return": np.zeros((3, 2), np.float32),
+        "episode_length": np.zeros((3, 2), np.int32),
+    }
+    batch = agent.complete(state, steps)
+    net = agent.network
+
+    def v(x):
+        return np.asarray(value_of(state, net.apply(state.params, x, method=ActorCritic.value), run.config.algo))
+
+    np.testing.assert_allclose(np.asarray(batch.steps.value), v(obs), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(batch.steps.next_value), v(obs[::-1]), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(batch.steps.log_prob), steps["log_prob"])
