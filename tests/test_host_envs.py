@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from jaxrl import train
-from jaxrl.actors.sebulba import MARGIN, _Raw, take_columns, verdict
+from jaxrl.actors.sebulba import MARGIN, STEP_FIELDS, _Raw, take_columns, verdict
 from jaxrl.envs import host
 from tests import toy_host_envs  # noqa: F401  (registers the toy envs here too)
 from tests.helpers import REPO, run, run_dir_of, user_env
@@ -109,20 +109,7 @@ def test_columns_keep_each_envs_steps_consecutive():
     valid = np.asarray([[1, 1], [0, 1], [1, 1], [1, 1]], bool)
     raw = [
         _Raw(
-            {
-                k: np.asarray([10 * s, 10 * s + 1])
-                for k in (
-                    "obs",
-                    "action",
-                    "log_prob",
-                    "reward",
-                    "terminated",
-                    "truncated",
-                    "final_obs",
-                    "episode_return",
-                    "episode_length",
-                )
-            },
+            {k: np.asarray([10 * s, 10 * s + 1]) for k in STEP_FIELDS},
             valid[s],
             s,
         )
@@ -165,13 +152,13 @@ def test_actor_sync_is_lock_step(tmp_path):
 
 def test_a_slow_env_is_rollout_bound_and_a_heavy_learner_learner_bound(tmp_path):
     """2 ms per env step against a light learner; then 1 fast env against
-    512 epochs of 8 minibatches: the verdict flips, and names its lever."""
+    2048 epochs of 8 minibatches: the verdict flips, and names its lever."""
     slow = ["env=gymnasium:JaxrlSlow-v0", TOY, "seeds=1", "num_envs=2", "algo.num_steps=32", "total_timesteps=256"]
     code, summary, _ = _train(tmp_path / "slow", *slow, "num_evals=1", "eval.episodes=1")
     assert code == 0 and summary["pipeline"]["verdict"] == "rollout-bound", summary["pipeline"]
     assert "actor.threads" in summary["pipeline"]["lever"]
     heavy = ["env=gymnasium:JaxrlToy-v0", TOY, "seeds=1", "num_envs=1", "algo.num_steps=64", "total_timesteps=256"]
-    epochs = ["algo.update_epochs=512", "algo.num_minibatches=8"]
+    epochs = ["algo.update_epochs=2048", "algo.num_minibatches=8"]
     code, summary, _ = _train(tmp_path / "heavy", *heavy, *epochs, "num_evals=1", "eval.episodes=1")
     assert code == 0 and summary["pipeline"]["verdict"] == "learner-bound", summary["pipeline"]
     assert "algo.update_epochs" in summary["pipeline"]["lever"]

@@ -6,7 +6,7 @@
 * the same preset in-program on gymnax's CartPole (``env=cartpole``): the cost of
   leaving JAX;
 * the verdict on a deliberately slow env (2 ms per step: rollout-bound) and a
-  deliberately heavy learner (512 epochs: learner-bound).
+  deliberately heavy learner (2048 epochs: learner-bound).
 
 Every run goes through the CLI (``python -m jaxrl.train``, its default device
 layout); figures come from each run's ``summary.json``. On a 2-core machine
@@ -67,13 +67,13 @@ def main() -> None:
         ("gymnax CartPole in-program (env=cartpole)", ["env=cartpole", *base]),
         ("slow env (2 ms per step)", ["env=gymnasium:JaxrlSlow-v0", *toy, "num_envs=2", "algo.num_steps=32"]),
         (
-            "heavy learner (512 epochs × 8 minibatches)",
+            "heavy learner (2048 epochs × 8 minibatches)",
             [
                 "env=gymnasium:JaxrlToy-v0",
                 *toy,
                 "num_envs=1",
                 "algo.num_steps=64",
-                "algo.update_epochs=512",
+                "algo.update_epochs=2048",
                 "algo.num_minibatches=8",
             ],
         ),

@@ -80,15 +80,16 @@ class ActorTimes:
     """Where one actor's time for one trajectory went (seconds)."""
 
     env_s: float = 0.0  # host env steps
-    infer_s: float = 0.0  # the jitted policy on the actor device
+    infer_s: float = 0.0  # the jitted policy on the actor device (waiting for the device included)
+    calls: int = 0  # policy calls
     copy_s: float = 0.0  # observations to the device, actions and records back
     param_wait_s: float = 0.0  # waiting for parameters within the lag bound
     put_wait_s: float = 0.0  # waiting for room in the queue (the learner is behind)
     env_steps: int = 0  # steps of all its envs (reset steps included)
 
-    @property
-    def busy_s(self) -> float:
-        return self.env_s + self.infer_s + self.copy_s
+    def busy_s(self, per_call_s: float) -> float:
+        """Env steps, copies and the policy's own compute (``calls × per_call_s``)."""
+        return self.env_s + self.copy_s + min(self.infer_s, self.calls * per_call_s)
 
 
 class Block(NamedTuple):
@@ -103,9 +104,9 @@ class UpdateReport(NamedTuple):
     """The pipeline's figures for one update."""
 
     actor_env_s: float  # summed over actors
-    actor_infer_s: float
+    actor_infer_s: float  # the policy's own compute (calls × its time on an idle device)
     actor_copy_s: float
-    actor_wait_s: float  # parameter and queue waits, summed over actors
+    actor_wait_s: float  # parameter, queue and device waits (a policy call queued behind learning), summed
     learner_wait_s: float  # the learner waiting for trajectories
     learn_s: float
     lag_min: int
@@ -125,10 +126,12 @@ TIME_FIELDS = ("actor_env_s", "actor_infer_s", "actor_copy_s", "actor_wait_s", "
 
 def verdict(actor_busy_s: float, learn_s: float) -> str:
     """``rollout-bound`` when the slowest actor's busy time (env steps,
-    inference, copies) exceeds the learner's by :data:`MARGIN`,
-    ``learner-bound`` the other way round, else ``balanced``. Busy times (not
-    waits) decide, so that lock-step runs, where both sides wait by
-    construction, get the same answer as overlapped ones."""
+    copies and the policy's own compute) exceeds the learner's by
+    :data:`MARGIN`, ``learner-bound`` the other way round, else ``balanced``.
+    Busy times (not waits) decide, so that lock-step runs, where both sides
+    wait by construction, get the same answer as overlapped ones; a policy
+    call that queues behind the learner's program on a shared device counts
+    as waiting, not as inference (:meth:`Sebulba.time_policy`)."""
     if actor_busy_s > MARGIN * learn_s:
         return "rollout-bound"
     if learn_s > MARGIN * actor_busy_s:
@@ -251,6 +254,7 @@ class _Actor(threading.Thread):
                 t4 = time.perf_counter()
                 times.copy_s += (t1 - t0) + (t3 - t2)
                 times.infer_s += t2 - t1
+                times.calls += 1
                 times.env_s += t4 - t3
                 times.env_steps += n
                 counter += 1
@@ -325,6 +329,7 @@ class Sebulba:
         self.store, self.stop = ParamStore(), threading.Event()
         self._key, self._device = key, actor_device
         self.block = jax.block_until_ready
+        self.per_call_s = 0.0
         self.actors = [_Actor(self, i, make_env(i), seed + 100_003 * i) for i in range(threads)]
 
     def actor_key(self, actor: int) -> Any:
@@ -338,10 +343,26 @@ class Sebulba:
 
         return jax.device_put(x, self._device) if self._device is not None else x
 
-    def start(self, state: Any, version: int) -> None:
+    def start(self, state: Any, version: int, obs_shape: tuple[int, ...]) -> None:
+        """Publish the first parameters, time the policy on the idle device, start the actors."""
         self.publish(state, version)
+        self.per_call_s = self.time_policy(state, obs_shape)
         for actor in self.actors:
             actor.start()
+
+    def time_policy(self, state: Any, obs_shape: tuple[int, ...], calls: int = 20) -> float:
+        """Seconds of one policy call on the idle device (median of ``calls``): the
+        report splits an actor's inference time into this compute and the waiting
+        for a device busy with learning (on one device, or a CPU's shared client)."""
+        state = self.store.get(-1, self.stop)[0]
+        obs = self.to_actor(np.zeros((self.members, self.per_member, *obs_shape), np.float32))
+        key = self.actor_key(0)
+        seconds = []
+        for i in range(calls):
+            t0 = time.perf_counter()
+            self.block(self.policy(state, obs, key, np.int32(-1 - i)))
+            seconds.append(time.perf_counter() - t0)
+        return float(np.median(seconds))
 
     def publish(self, state: Any, version: int) -> float:
         """Hand the learner's state (version: updates done) to the actors; returns the copy's seconds."""
@@ -379,20 +400,22 @@ class Sebulba:
     def report(self, update: int, blocks: list[Block], waited: float, learn_s: float, wall_s: float) -> UpdateReport:
         """The :class:`UpdateReport` of ``update`` from its blocks and the learner's times."""
         times = [b.times for b in blocks]
+        per_call = self.per_call_s
+        infer = [min(t.infer_s, t.calls * per_call) for t in times]
         lags = [update - b.versions[0] for b in blocks] + [update - b.versions[1] for b in blocks]
         steps = self.members * self.per_member * len(blocks) * self.num_steps
         return UpdateReport(
             actor_env_s=sum(t.env_s for t in times),
-            actor_infer_s=sum(t.infer_s for t in times),
+            actor_infer_s=sum(infer),
             actor_copy_s=sum(t.copy_s for t in times),
-            actor_wait_s=sum(t.param_wait_s + t.put_wait_s for t in times),
+            actor_wait_s=sum(t.param_wait_s + t.put_wait_s + t.infer_s for t in times) - sum(infer),
             learner_wait_s=waited,
             learn_s=learn_s,
             lag_min=int(min(lags)),
             lag_max=int(max(lags)),
             lag_mean=float(np.mean([update - 0.5 * (b.versions[0] + b.versions[1]) for b in blocks])),
             steps_per_s=steps / wall_s if wall_s > 0 else 0.0,
-            verdict=verdict(max(t.busy_s for t in times), learn_s),
+            verdict=verdict(max(t.busy_s(per_call) for t in times), learn_s),
         )
 
     def _check(self, actor: _Actor) -> None:

@@ -176,7 +176,7 @@ def _programs(run: HostRun) -> _Programs:
     )
 
 
-def _compile(run: HostRun, programs: _Programs, states: Any) -> _Programs:
+def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any = None) -> _Programs:
     """The learner's and the actors' programs compiled ahead of the first update
     (the compile is timed apart from training, and no actor compiles in its thread)."""
     import jax
@@ -201,7 +201,8 @@ def _compile(run: HostRun, programs: _Programs, states: Any) -> _Programs:
         "episode_length": np.zeros((members, steps, n), np.int32),
     }
     learn = programs.learn.lower(states, example, run.hparams, np.int32(0)).compile()
-    policy = programs.policy.lower(states, obs[:, : run.per_member], key, np.int32(0)).compile()
+    acting = states if actor_device is None else jax.device_put(states, actor_device)
+    policy = programs.policy.lower(acting, obs[:, : run.per_member], key, np.int32(0)).compile()
     act = programs.act.lower(states, np.zeros((members, run.config.eval.episodes, *run.spec.obs_shape), np.float32))
     return _Programs(programs.init, learn, policy, act.compile())
 
@@ -422,7 +423,13 @@ def run_host(
     programs = _programs(run)
     t0 = time.perf_counter()
     states, start, ckpt = _start_states(run, programs, run_dir, resuming, chash, log)
-    programs = _compile(run, programs, states)
+    # the learner on the last accelerator, the actors on the first, where there are several (the
+    # CPU's devices share one client: splitting them costs copies and saves no waiting)
+    devices = jax.devices()
+    actor_device = devices[0] if len(devices) > 1 and jax.default_backend() != "cpu" else None
+    if actor_device is not None:
+        states = jax.device_put(states, devices[-1])
+    programs = _compile(run, programs, states, actor_device)
     compile_s = time.perf_counter() - t0
     pipeline = Sebulba(
         make_env=lambda i: make_vec(run.spec, members * run.per_member, mode=config.actor.envs),
@@ -436,6 +443,7 @@ def run_host(
         timeout_s=config.actor.timeout_s,
         seed=config.seed * 1_000_003 + start,
         key=jax.random.key(config.seed + 7919 * start),
+        actor_device=actor_device,
         start_update=start,
         describe_env=lambda actor, env: (
             f"env {run.spec.name}: seed {run.seeds[env // run.per_member]} (its env {env % run.per_member} in actor {actor})"
@@ -445,7 +453,7 @@ def run_host(
     if resuming:
         writer.truncate(lambda r: r.get("update", 0) <= start)
     loop = _Loop(run, programs, pipeline, writer, ckpt, log, stopper, run_dir, chash)
-    pipeline.start(states, start)
+    pipeline.start(states, start, run.spec.obs_shape)
     try:
         states, records, reports, train_s, reason = _train(loop, states, start)
     except HostEnvError as error:
