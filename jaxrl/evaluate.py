@@ -27,8 +27,9 @@ from jaxrl import perf  # noqa: E402
 from jaxrl.core.contract import policy_step  # noqa: E402
 from jaxrl.core.errors import ConfigError  # noqa: E402
 from jaxrl.run import memory, parallel, stats  # noqa: E402
+from jaxrl.run.host import evaluate_host_run, open_host_run  # noqa: E402
 from jaxrl.run.io import write_json  # noqa: E402
-from jaxrl.run.policy import open_run  # noqa: E402
+from jaxrl.run.policy import host_config, open_run  # noqa: E402
 from jaxrl.run.render import episode_observations, save_gif  # noqa: E402
 from jaxrl.run.rundir import layout_note  # noqa: E402
 from jaxrl.run.summary import set_blocks, sets_table  # noqa: E402
@@ -101,6 +102,29 @@ def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
     return run_dir, options
 
 
+def _evaluate_host(run_dir: str, config: Any, options: dict[str, str]) -> int:
+    """``evaluate`` of a run on a host env (``env=gymnasium:ID``); render is refused."""
+    import os
+    import sys
+
+    if options["render"] == "true" or options["eval.sets"]:
+        key = "render" if options["render"] == "true" else "eval.sets"
+        print(f"error: {key}={options[key]}: is not available for runs on host envs yet; fix: drop it", file=sys.stderr)
+        return 2
+    opened = open_host_run(os.path.abspath(run_dir), config)
+    episodes = options["episodes"] or config.eval.episodes
+    max_steps = options["max_steps"] or config.eval.max_steps or opened.run.spec.max_episode_steps or 10_000
+    deterministic = options["deterministic"] == "true"
+    out = evaluate_host_run(opened, episodes, options["seed"], deterministic, max_steps)
+    policy = "deterministic" if deterministic else "sampled"
+    print(f"{opened.run.spec.name} · {config.algo.name} · {policy} policy · {episodes} episodes per seed")
+    for row in out["seeds"]:
+        print(f"{row['seed']:>6} {row['mean']:>10.2f}  [{row['ci95'][0]:>9.2f}, {row['ci95'][1]:>9.2f}]")
+    print(f"across {len(out['seeds'])} seed(s): IQM {out['iqm']:.2f} [{out['ci95'][0]:.2f}, {out['ci95'][1]:.2f}]")
+    write_json(os.path.join(opened.run_dir, "evaluation.json"), out)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import os
     import sys
@@ -116,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         # as the training CLI does, before jax starts: the same layout
         process = platform.process_settings(cpu_devices=platform.split_cpu_devices())
 
+        host = host_config(run_dir)
+        if host is not None:  # a run on a host env: its own envs, stepped here
+            return _evaluate_host(run_dir, host, options)
         run = open_run(run_dir)
         members = (
             list(range(len(run.members.seeds))) if options["seed"] == "all" else [run.member_index(options["seed"])]

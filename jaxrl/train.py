@@ -41,7 +41,7 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
                           host envs: gymnasium:CartPole-v1 (any gymnasium id; env.module=M
                           imports M first), trained by actor threads + one learner:
                           actor.threads=1 actor.max_lag=1 actor.sync=false actor.envs=sync|async
-  algo=ppo                ppo | a2c | reinforce (policy gradient), sac | td3 (continuous,
+  algo=ppo                ppo | a2c | reinforce | impala (policy gradient), sac | td3 (continuous,
                           replay), pqn | dqn (discrete, Q-learning); jaxrl.algos.register adds yours
   seeds=16 | seeds=[0,5]  number of seeds (ids seed..seed+N-1) or explicit ids
   num_envs=4 total_timesteps=5e5 num_evals=20 eval.episodes=16 eval.perturb="length=0.5,1"

@@ -272,14 +272,30 @@ def test_the_docs_command_trains_and_reports_its_pipeline(home):
     assert all(np.isfinite(summary["final_eval_return"]))
 
 
-def test_continuous_actions_and_the_refusals_after_training(tmp_path, capsys):
-    """Pendulum-v1 (a Box action) trains; evaluate of a host-env run is refused in one line."""
+def test_continuous_actions_then_evaluate_and_load_policy(tmp_path, capsys):
+    """Pendulum-v1 (a Box action) trains; ``evaluate`` replays fresh episodes of
+    every seed and writes evaluation.json; ``load_policy`` gives the trained
+    member's actions within the bounds; ``export`` is refused in one line."""
+    import jax
+
+    import jaxrl
+    from jaxrl import evaluate, export
+
     code, summary, _ = _train(tmp_path, "env=gymnasium:Pendulum-v1", *TINY)
     assert code == 0 and all(np.isfinite(summary["final_eval_return"]))
-    from jaxrl import evaluate
-
+    run_dir = tmp_path / "run"
     capsys.readouterr()
-    assert evaluate.main([str(tmp_path / "run")]) == 2
+    assert evaluate.main([str(run_dir), "episodes=3", "max_steps=50"]) == 0
+    result = json.loads((run_dir / "evaluation.json").read_text())
+    assert [s["seed"] for s in result["seeds"]] == [0, 1] and all(len(s["returns"]) == 3 for s in result["seeds"])
+    assert all(-50 * 16.3 <= r <= 0 for s in result["seeds"] for r in s["returns"])  # Pendulum: reward in [−16.3, 0]
+    act = jaxrl.load_policy(str(run_dir), seed=1)
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
+    action = np.asarray(act(obs, jax.random.key(0)))
+    assert action.shape == (5, 1) and np.all(np.abs(action) <= 2.0)
+    np.testing.assert_array_equal(action, np.asarray(act(obs, jax.random.key(1))))  # deterministic
+    capsys.readouterr()
+    assert export.main([str(run_dir)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "trained on a host env" in err[0], err
 

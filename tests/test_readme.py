@@ -149,6 +149,13 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "2",
         "eval.episodes": "4",
     },
+    # IMPALA (tests/test_impala.py): 4 seeds, 300k env steps (the preset's bar: ≥ 450 within 2M)
+    "python -m jaxrl.train env=cartpole algo=impala seeds=16": {
+        "seeds": "4",
+        "total_timesteps": "300000",
+        "num_evals": "2",
+        "eval.episodes": "8",
+    },
     # host envs through the actor–learner pipeline (tests/test_host_envs.py)
     "pip install -e '.[gymnasium]'": None,  # the dev extras `make test` installs include gymnasium
     "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4": {

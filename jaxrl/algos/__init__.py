@@ -6,7 +6,7 @@ registry, the built-in algorithms and the building blocks they share.
 >>> jaxrl.algos.get("ppo").metrics        # what it logs
 >>> jaxrl.algos.register(MY_ALGORITHM)    # then algo=my_algo works everywhere
 
-Built in, one thin module each: ``ppo``, ``a2c``, ``reinforce`` (on the
+Built in, one thin module each: ``ppo``, ``a2c``, ``reinforce``, ``impala`` (on the
 actor-critic pieces of :mod:`jaxrl.algos.actor_critic`), ``pqn`` and ``dqn``
 (Q-networks: :mod:`jaxrl.algos.qvalue`), ``sac`` and ``td3`` (continuous
 control with replay); :mod:`jaxrl.algos.onpolicy` and :mod:`jaxrl.algos.replay`
@@ -15,7 +15,7 @@ hold what the on-policy and the replay learners share, and
 module imports another. See ``docs/contributing/algorithm.md`` for adding one.
 """
 
-from jaxrl.algos import a2c, dqn, ppo, pqn, reinforce, sac, td3
+from jaxrl.algos import a2c, dqn, impala, ppo, pqn, reinforce, sac, td3
 from jaxrl.core.contract import (
     LOOP_METRICS,
     Act,
@@ -38,7 +38,7 @@ from jaxrl.core.contract import (
 )
 from jaxrl.core.fields import HParams, setting, traced
 
-for _module in (ppo, sac, a2c, reinforce, pqn, dqn, td3):
+for _module in (ppo, sac, a2c, reinforce, pqn, dqn, td3, impala):
     register_builtin(_module.ALGORITHM)
 del _module
 

@@ -545,11 +545,12 @@ def make_behaviour(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]
 
 
 def validate_network(algo: Any, recurrent: bool = False) -> None:
-    """The actor-critic settings PPO, A2C and REINFORCE share; ``recurrent``:
+    """The actor-critic settings PPO, A2C, REINFORCE and IMPALA share; ``recurrent``:
     the algorithm trains recurrent torsos (PPO does)."""
     validate_torso(algo, recurrent)
     require_one_of("algo.squash", algo.squash, ("tanh", "clip"), "tanh")
-    require_one_of("algo.gae_method", algo.gae_method, ("auto", "associative", "scan"), "auto")
+    if hasattr(algo, "gae_method"):  # the learners that use GAE (IMPALA's targets are V-trace)
+        require_one_of("algo.gae_method", algo.gae_method, ("auto", "associative", "scan"), "auto")
 
 
 class Parts(NamedTuple):

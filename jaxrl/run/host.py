@@ -36,7 +36,15 @@ from jaxrl.run.records import read as read_records
 from jaxrl.run.rundir import new_run_dir, save_checkpoint, write_config
 from jaxrl.run.signals import StopRequest
 
-__all__ = ["HostRun", "prepare_host", "run_host", "evaluate_members"]
+__all__ = [
+    "HostRun",
+    "prepare_host",
+    "run_host",
+    "evaluate_members",
+    "open_host_run",
+    "host_policy",
+    "evaluate_host_run",
+]
 
 _UNSUPPORTED = (  # (key, value on this config, default): features the pipeline does not have yet
     ("pbt.population", lambda c: c.pbt.population, 0),
@@ -209,11 +217,11 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
 
 def evaluate_members(
     run: HostRun, act: Callable[..., Any], states: Any, episodes: int, max_steps: int, seed: int
-) -> tuple[list[float], list[float], list[float]]:
-    """Every member's deterministic policy on ``episodes`` fresh episodes of
-    its own (one env each, seeded ``seed + i``): per member the mean and std
-    of the returns and the mean length. An episode still running after
-    ``max_steps`` steps counts with what it had."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every member's policy ``act(states, obs [M, E, *obs])`` on ``episodes``
+    fresh episodes of its own (one env each, seeded ``seed + i``): the returns
+    and lengths ``[M, E]``. An episode still running after ``max_steps`` steps
+    counts with what it had."""
     members = len(run.seeds)
     env = make_vec(run.spec, members * episodes)
     try:
@@ -232,8 +240,7 @@ def evaluate_members(
             obs = out.obs
     finally:
         env.close()
-    ret, length = ret.reshape(members, episodes), length.reshape(members, episodes)
-    return ret.mean(1).tolist(), ret.std(1).tolist(), length.mean(1).tolist()
+    return ret.reshape(members, episodes), length.reshape(members, episodes)
 
 
 class _Loop(NamedTuple):
@@ -273,17 +280,18 @@ def _chunk_end(
     loop: _Loop, states: Any, chunk: int, update: int, seconds: float, reports: list[UpdateReport]
 ) -> EvalRecord:
     run, config = loop.run, loop.run.config
-    means, stds, lengths = evaluate_members(
+    returns, lengths = evaluate_members(
         run, loop.programs.act, states, config.eval.episodes, _eval_steps(run), 10_000_019 + chunk
     )
+    means = returns.mean(1).tolist()
     steps = update * config.rollout_size
     record = EvalRecord(
         chunk=chunk,
         update=update,
         env_steps=steps,
         eval_return=means,
-        eval_return_std=stds,
-        eval_length=lengths,
+        eval_return_std=returns.std(1).tolist(),
+        eval_length=lengths.mean(1).tolist(),
         failed_at_update=[0] * len(run.seeds),
         chunk_time_s=seconds,
         env_steps_per_s=len(reports) * config.rollout_size * len(run.seeds) / seconds if seconds > 0 else 0.0,
@@ -392,6 +400,32 @@ def _start_states(
     return restored.state["states"], update, ckpt
 
 
+def _pipeline(run: HostRun, programs: _Programs, start: int, stop_after: int | None, actor_device: Any) -> Sebulba:
+    """The actor–learner pipeline of ``run`` from update ``start`` (``stop_after``: updates to run, if not all)."""
+    import jax
+
+    config, members = run.config, len(run.seeds)
+    end = run.num_updates if stop_after is None else min(run.num_updates, start + stop_after)
+    return Sebulba(
+        make_env=lambda i: make_vec(run.spec, members * run.per_member, mode=config.actor.envs),
+        policy=programs.policy,
+        members=members,
+        per_member=run.per_member,
+        threads=config.actor.threads,
+        num_steps=config.algo.num_steps,
+        num_updates=end,
+        max_lag=0 if config.actor.sync else config.actor.max_lag,
+        timeout_s=config.actor.timeout_s,
+        seed=config.seed * 1_000_003 + start,
+        key=jax.random.key(config.seed + 7919 * start),
+        actor_device=actor_device,
+        start_update=start,
+        describe_env=lambda actor, env: (
+            f"env {run.spec.name}: seed {run.seeds[env // run.per_member]} (its env {env % run.per_member} in actor {actor})"
+        ),
+    )
+
+
 def run_host(
     config: Config, log: Callable[[str], None], stopper: StopRequest, stop_after_chunks: int | None = None
 ) -> int:
@@ -431,24 +465,7 @@ def run_host(
         states = jax.device_put(states, devices[-1])
     programs = _compile(run, programs, states, actor_device)
     compile_s = time.perf_counter() - t0
-    pipeline = Sebulba(
-        make_env=lambda i: make_vec(run.spec, members * run.per_member, mode=config.actor.envs),
-        policy=programs.policy,
-        members=members,
-        per_member=run.per_member,
-        threads=config.actor.threads,
-        num_steps=config.algo.num_steps,
-        num_updates=run.num_updates if stop_after_updates is None else min(run.num_updates, start + stop_after_updates),
-        max_lag=0 if config.actor.sync else config.actor.max_lag,
-        timeout_s=config.actor.timeout_s,
-        seed=config.seed * 1_000_003 + start,
-        key=jax.random.key(config.seed + 7919 * start),
-        actor_device=actor_device,
-        start_update=start,
-        describe_env=lambda actor, env: (
-            f"env {run.spec.name}: seed {run.seeds[env // run.per_member]} (its env {env % run.per_member} in actor {actor})"
-        ),
-    )
+    pipeline = _pipeline(run, programs, start, stop_after_updates, actor_device)
     writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
     if resuming:
         writer.truncate(lambda r: r.get("update", 0) <= start)
@@ -536,3 +553,94 @@ def _finish(
     )
     loop.log(f"run directory: {loop.run_dir}")
     return 0
+
+
+class OpenedHostRun(NamedTuple):
+    """A finished or stopped host-env run, loaded for use after training."""
+
+    run: HostRun
+    states: Any  # the learner's states of every member (leading member axis)
+    update: int  # updates done when the checkpoint was written
+    run_dir: str
+
+
+def open_host_run(run_dir: str, config: Config) -> OpenedHostRun:
+    """``run_dir``'s host-env run (its ``config``) with its newest checkpoint."""
+    import jax
+
+    run = prepare_host(config)
+    ckpt = Checkpointer(os.path.join(run_dir, "checkpoints"), keep=config.keep)
+    try:
+        if ckpt.latest() is None:
+            raise ConfigError("run_dir", run_dir, "holds no checkpoint", "train it first (python -m jaxrl.train)")
+        keys = jax.vmap(jax.random.key)(np.asarray(run.seeds, np.uint32))
+        abstract = jax.eval_shape(lambda: {"states": jax.vmap(run.agent.init)(keys, run.hparams)})
+        device = jax.devices()[0]
+        shardings = jax.tree.map(lambda _: jax.sharding.SingleDeviceSharding(device), abstract)
+        restored = ckpt.restore(abstract, shardings, field="run_dir")
+    finally:
+        ckpt.close()
+    return OpenedHostRun(run, restored.state["states"], int(restored.meta.get("update", 0)), run_dir)
+
+
+def _member(opened: OpenedHostRun, seed: int | None) -> int:
+    seeds = opened.run.seeds
+    seed = seeds[0] if seed is None else int(seed)
+    if seed not in seeds:
+        raise ConfigError(
+            "seed", seed, f"is not a seed of this run ({', '.join(map(str, seeds))})", f"pass seed={seeds[0]}"
+        )
+    return seeds.index(seed)
+
+
+def host_policy(opened: OpenedHostRun, seed: int | None, deterministic: bool) -> Callable[[Any, Any], Any]:
+    """``act(obs, key) -> action`` of one member (:func:`jaxrl.load_policy` of a host-env run)."""
+    import jax
+
+    member = _member(opened, seed)
+    state = jax.tree.map(lambda x: x[member], opened.states)
+    agent = opened.run.agent
+    choose = agent.act if deterministic else agent.sample
+
+    def act(obs: Any, key: Any) -> Any:
+        """The trained policy's action for ``obs`` ``[*batch, *obs_shape]`` (raw, as the env gives it)."""
+        return choose(state, obs, key)
+
+    return act
+
+
+def evaluate_host_run(
+    opened: OpenedHostRun, episodes: int, seed: str, deterministic: bool, max_steps: int
+) -> dict[str, Any]:
+    """``python -m jaxrl.evaluate`` of a host-env run: every (or one) member's
+    policy on ``episodes`` fresh episodes of its own; returns evaluation.json's content."""
+    import jax
+
+    run = opened.run
+    members = list(range(len(run.seeds))) if seed == "all" else [_member(opened, int(seed))]
+    states = jax.tree.map(lambda x: x[np.asarray(members)], opened.states)
+    agent = run.agent
+    choose = agent.act if deterministic else agent.sample
+
+    @jax.jit
+    def act(states: Any, obs: Any, step: Any) -> Any:
+        keys = jax.random.split(jax.random.fold_in(jax.random.key(12345), step), len(members))
+        return jax.vmap(choose)(states, obs, keys)
+
+    counter = iter(range(10**9))
+    sub = run._replace(seeds=tuple(run.seeds[i] for i in members))
+    returns, _ = evaluate_members(
+        sub, lambda s, o: act(s, o, np.int32(next(counter))), states, episodes, max_steps, 20_000_003
+    )
+    per_seed = []
+    for i, row in zip(members, returns, strict=True):
+        lo, hi = stats.bootstrap_ci(row, np.mean, n_resamples=1000)
+        per_seed.append({"seed": run.seeds[i], "returns": row.tolist(), "mean": float(row.mean()), "ci95": [lo, hi]})
+    return {
+        "run_dir": opened.run_dir,
+        "episodes": episodes,
+        "deterministic": deterministic,
+        "max_steps": max_steps,
+        "seeds": per_seed,
+        **stats.summarize(returns.mean(1), run.spec.solved_return),
+    }

@@ -27,6 +27,7 @@ from jaxrl.core.config import Config
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.host import is_host
 from jaxrl.run import program, sweeping
+from jaxrl.run.host import host_policy, open_host_run
 from jaxrl.run.overrides import load_run_config
 from jaxrl.run.spec import Members, RunSpec, members_of, prepare
 
@@ -121,9 +122,8 @@ def open_run(run_dir: str) -> Run:
         raise ConfigError(
             "run_dir",
             run_dir,
-            f"trained on a host env ({config.env.name}); evaluate, render, export and load_policy read "
-            "runs of JAX envs only so far",
-            "read its summary.json and metrics.jsonl, or continue it with python -m jaxrl.train resume=RUN_DIR",
+            f"trained on a host env ({config.env.name}); render and export read runs of JAX envs only so far",
+            "evaluate it (python -m jaxrl.evaluate RUN_DIR) or load its policy (jaxrl.load_policy)",
         )
     members = _sweep_members(run_dir) or members_of(config)
     spec = prepare(config, run_dir, members=members, resuming=True, layout=False)
@@ -150,6 +150,14 @@ class RecurrentPolicy:
         return self.step(carry, obs, key)
 
 
+def host_config(run_dir: Any) -> Config | None:
+    """The config of a host-env run directory (``None``: not one, or not a run directory)."""
+    if not isinstance(run_dir, (str, os.PathLike)) or not os.path.isfile(os.path.join(run_dir, "config.yaml")):
+        return None
+    config = load_run_config(os.fspath(run_dir), field="run_dir")
+    return config if is_host(config.env.name) else None
+
+
 def load_policy(
     run_dir: str, seed: int | None = None, deterministic: bool = True, config: str | None = None
 ) -> Callable[..., Any]:
@@ -160,6 +168,9 @@ def load_policy(
     actions are sampled with ``key``. ``config`` selects a configuration's
     label inside a sweep group directory.
     """
+    host = host_config(run_dir)
+    if host is not None:
+        return host_policy(open_host_run(os.path.abspath(os.fspath(run_dir)), host), seed, deterministic)
     run = open_run(run_dir)
     for note in run.notes:
         warnings.warn(note, stacklevel=2)
