@@ -25,7 +25,7 @@ from jaxrl.envs.randomize import Randomized, parse_randomize
 from jaxrl.envs.sets import parse_sets
 from jaxrl.run import stats
 from jaxrl.run.logs import scalars
-from jaxrl.trainer.loop import make_batched, make_train
+from jaxrl.trainer.loop import make_train
 from tests.helpers import check_train_run, records, run, run_dir_of, user_env
 from tests.test_readme import (
     COMMANDS,
@@ -117,10 +117,13 @@ def _sets_of_payout(sets: str, randomize: str = "value=uniform(0,1)", episodes: 
     sizes = ["total_timesteps=64", "num_envs=4", "num_evals=1", "algo.num_steps=8", "algo.num_minibatches=1"]
     config = parse([*sizes, "algo.update_epochs=1", f"eval.episodes={episodes}", f"eval.sets={sets}"])
     trainer = make_train(config, env=env)
-    init, chunk = make_batched(trainer)
-    states = jax.jit(init)(jax.vmap(jax.random.key)(jnp.arange(2)), trainer.hparams)
-    _, metrics = jax.jit(chunk)(states, trainer.hparams)
-    return {name: np.asarray(m.returns) for name, m in metrics.sets.items()}, np.asarray(metrics.eval.returns)
+
+    def evaluated(key):  # Payout's returns do not depend on the policy: no training needed
+        state, own = trainer.evaluate(trainer.init(key, trainer.hparams))
+        return own, trainer.evaluate_sets(state, own)
+
+    own, sets = jax.jit(jax.vmap(evaluated))(jax.vmap(jax.random.key)(jnp.arange(2)))
+    return {name: np.asarray(m.returns) for name, m in sets.items()}, np.asarray(own.returns)
 
 
 def test_each_set_evaluates_what_it_names():

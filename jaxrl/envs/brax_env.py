@@ -107,6 +107,8 @@ def quietly() -> Iterator[None]:
 class BraxEnv(Env):
     """A brax ``PipelineEnv`` with a time limit and a fresh-state auto-reset."""
 
+    trace_once = True
+
     def __init__(self, name: str, backend: str = "positional", episode_length: int = 1000, action_repeat: int = 1):
         with quietly():
             from brax import envs as brax_envs

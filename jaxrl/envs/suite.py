@@ -68,6 +68,7 @@ class SuiteEnv(Env):
     """
 
     reset_share: int = 1  # consecutive envs of a drawn step sharing one fresh start state
+    trace_once = True
 
     def _start(self, key: jax.Array, params: Any) -> tuple[Any, jax.Array]:
         raise NotImplementedError
