@@ -115,7 +115,7 @@ class Env:
     max_episode_steps: int | None = None
     solved_return: float | None = None
     # backends whose step is a large Python program (physics engines, the
-    # suites) trace it once per argument shape (:meth:`_traced`)
+    # suites) trace it once per argument shape (:meth:`_call`)
     trace_once: bool = False
 
     def truncation_period(self, params: Any = None) -> int | None:
@@ -151,18 +151,27 @@ class Env:
         """:meth:`_step` with one step's slice of :meth:`_draw`'s output."""
         return self._step(drawn.key, inner, action, params)
 
-    def _traced(self, hook: str) -> Any:
-        """The backend hook ``hook``; when :attr:`trace_once`, behind ``jax.jit``,
-        one per env object: a program that steps the env in several places
-        (rollout, auto-reset, evaluation) then traces the backend's Python once
-        per argument shape instead of once per place (XLA inlines the call).
-        Kept out of pickles (:meth:`__getstate__`)."""
+    def _call(self, hook: str, *args: Any, params: Any) -> Any:
+        """The backend hook ``hook`` on ``(*args, params)``; when
+        :attr:`trace_once`, behind ``jax.jit``, one per env object: a program
+        that steps the env in several places (rollout, auto-reset, evaluation)
+        then traces the backend's Python once per argument shape instead of
+        once per place (XLA inlines the call). Parameters made of Python
+        numbers stay constants of the trace, as without the ``jit`` (an adapter
+        may skip work for nominal values). Kept out of pickles (:meth:`__getstate__`)."""
+        fn = getattr(self, hook)
         if not self.trace_once:
-            return getattr(self, hook)
+            return fn(*args, params)
         cache = self.__dict__.setdefault("_traced_hooks", {})
+        leaves, tree = jax.tree.flatten(params)
+        if all(isinstance(x, (bool, int, float)) for x in leaves):
+            key = (hook, tree, tuple(leaves))
+            if key not in cache:
+                cache[key] = jax.jit(lambda *a: fn(*a, params))
+            return cache[key](*args)
         if hook not in cache:
-            cache[hook] = jax.jit(getattr(self, hook))
-        return cache[hook]
+            cache[hook] = jax.jit(fn)
+        return cache[hook](*args, params)
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_traced_hooks"}
@@ -171,14 +180,14 @@ class Env:
     def reset(self, key: jax.Array, params: Any = None) -> tuple[EnvState, jax.Array]:
         """Start an episode. Returns ``(state, obs)``; obs is float32 ``[*obs_shape]``."""
         params = self.default_params if params is None else params
-        inner, obs = self._traced("_reset")(key, params)
+        inner, obs = self._call("_reset", key, params=params)
         state = EnvState(inner, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
         return state, jnp.asarray(obs, jnp.float32)
 
     def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: Any = None) -> tuple[EnvState, EnvStep]:
         """Advance one step, auto-resetting when the episode ends."""
         params = self.default_params if params is None else params
-        return self._finish(state, *self._traced("_step")(key, state.inner, action, params))
+        return self._finish(state, *self._call("_step", key, state.inner, action, params=params))
 
     def draw_steps(self, keys: jax.Array, params: Any = None) -> Any:
         """Draw the randomness of many future steps in one batched call.
@@ -198,7 +207,7 @@ class Env:
     ) -> tuple[EnvState, EnvStep]:
         """:meth:`step` with its randomness from one slice of :meth:`draw_steps`."""
         params = self.default_params if params is None else params
-        return self._finish(state, *self._traced("_step_drawn")(drawn, state.inner, action, params))
+        return self._finish(state, *self._call("_step_drawn", drawn, state.inner, action, params=params))
 
     def _finish(
         self,
