@@ -163,6 +163,22 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "2",
         "eval.episodes": "4",
     },
+    # envpool through the same pipeline (tests/test_envpool.py): CartPole learning, the Atari preset's smoke run
+    "pip install -e '.[envpool]'": None,  # the dev extras `make test` installs include envpool
+    "python -m jaxrl.train env=envpool:CartPole-v1 seeds=4": {
+        "total_timesteps": "30000",
+        "num_evals": "2",
+        "eval.episodes": "4",
+    },
+    "python -m jaxrl.train env=envpool:Pong-v5 seeds=1": {
+        "total_timesteps": "512",
+        "num_evals": "1",
+        "num_envs": "4",
+        "algo.num_steps": "32",
+        "algo.update_epochs": "1",
+        "eval.episodes": "1",
+        "eval.max_steps": "100",
+    },
     # the env suites (tests/test_suites.py)
     SUITES_INSTALL: None,  # the dev extras `make test` installs include every suite
     **{SUITE_RUNS[name]: SUITE_BUDGETS[name] for name in SUITE_RUNS},

@@ -61,7 +61,7 @@ STEP_FIELDS = (
 # which side bounds the run when its busy time is this much above the other's
 MARGIN = 1.25
 LEVERS = {
-    "rollout-bound": "more actor threads (actor.threads), more envs (num_envs) or async envs (actor.envs=async)",
+    "rollout-bound": "more actor threads (actor.threads), more envs (num_envs) or async gymnasium envs (actor.envs=async)",
     "learner-bound": "fewer epochs or minibatches (algo.update_epochs, algo.num_minibatches) or longer rollouts",
     "balanced": "none needed",
 }

@@ -1,7 +1,9 @@
 """Host environments: worlds that are not written in JAX, stepped by the host.
 
 ``env=gymnasium:ID`` names any registered gymnasium id (the user's own too,
-registered by a module named with ``env.module=...``). Such an env cannot live
+registered by a module named with ``env.module=...``); ``env=envpool:ID`` any
+envpool task (Atari ``Pong-v5``, MuJoCo ``HalfCheetah-v4``, classic control,
+Box2D), stepped by envpool's C++ thread pool. Such an env cannot live
 inside a compiled program, so it is trained by the actor–learner pipeline
 (:mod:`jaxrl.actors`): actor threads step a :class:`HostVecEnv` and hand
 trajectories to the learner.
@@ -16,6 +18,10 @@ only resets) is marked ``valid=False`` so that it never becomes a transition.
 
 Observations are float32 arrays: Box as they are, Discrete one-hot, Dict and
 Tuple flattened (sorted keys); Text, Graph and Sequence spaces are refused.
+envpool's Atari frames (``[4, 84, 84]`` uint8 grey, stacked) become
+``[84, 84, 4]`` float32 in ``[0, 1]``, channels last as jaxrl's CNN takes them;
+its training pool ends an episode at each lost life and clips rewards to their
+sign (the Atari recipe), its evaluation pool plays whole games at their raw score.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import functools
 import importlib
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -39,6 +46,9 @@ __all__ = [
     "HostStep",
     "HostVecEnv",
     "GymnasiumVec",
+    "EnvpoolVec",
+    "envpool_family",
+    "preset_name",
     "EnvFailure",
     "failed_env",
     "is_host",
@@ -47,12 +57,12 @@ __all__ = [
     "import_module",
 ]
 
-HOST_BACKENDS = ("gymnasium",)
+HOST_BACKENDS = ("gymnasium", "envpool")
 AUTORESET = ("same_step", "next_step")
 
 
 def is_host(name: str) -> bool:
-    """Whether ``env=name`` is a host env (``gymnasium:ID``)."""
+    """Whether ``env=name`` is a host env (``gymnasium:ID`` or ``envpool:ID``)."""
     prefix, sep, _ = str(name).partition(":")
     return bool(sep) and prefix.lower() in HOST_BACKENDS
 
@@ -61,7 +71,7 @@ def is_host(name: str) -> bool:
 class HostSpec:
     """What the learner needs to know of a host env, without stepping it."""
 
-    name: str  # as the user wrote it: gymnasium:CartPole-v1
+    name: str  # backend:ID with the backend's own spelling of the id: gymnasium:CartPole-v1
     obs_shape: tuple[int, ...]
     action_space: Discrete | Box
     max_episode_steps: int | None = None
@@ -207,6 +217,8 @@ def host_spec(name: str, module: str = "") -> HostSpec:
     """The :class:`HostSpec` of ``name`` (one env built and closed). Raises
     :class:`ConfigError` for an unknown id, a missing package or spaces jaxrl cannot take."""
     import_module(module)
+    if _backend(name) == "envpool":
+        return _envpool_spec(name)
     gym = _gymnasium()
     env_id = _resolve_id(name)
     try:
@@ -322,6 +334,167 @@ class GymnasiumVec:
         self.vec.close()
 
 
-def make_vec(spec: HostSpec, num_envs: int, mode: str = "sync", autoreset: str = "same_step") -> HostVecEnv:
-    """``num_envs`` copies of ``spec``'s env (``mode``: sync | async)."""
+def make_vec(
+    spec: HostSpec, num_envs: int, mode: str = "sync", autoreset: str = "same_step", evaluation: bool = False
+) -> HostVecEnv:
+    """``num_envs`` copies of ``spec``'s env (gymnasium's ``mode``: sync | async;
+    envpool steps its pool in its own threads). ``evaluation``: the copies that
+    measure a policy (envpool's Atari: whole games, raw scores)."""
+    if _backend(spec.name) == "envpool":
+        return EnvpoolVec(spec, num_envs, evaluation=evaluation)
     return GymnasiumVec(spec, num_envs, mode=mode, autoreset=autoreset)
+
+
+def _backend(name: str) -> str:
+    return str(name).partition(":")[0].lower()
+
+
+# -- envpool ----------------------------------------------------------------
+
+# envpool's modules → the family a task belongs to (presets and observation handling)
+_ENVPOOL_FAMILIES = {
+    "envpool.atari": "atari",
+    "envpool.classic_control": "classic_control",
+    "envpool.box2d": "box2d",
+    "envpool.mujoco.gym": "mujoco",
+}
+
+
+def _envpool() -> Any:
+    try:
+        import envpool
+    except ImportError:
+        raise ConfigError(
+            "env", "envpool:…", "needs the envpool package", f"install it: {install_command('envpool')}"
+        ) from None
+    # envpool declares float64 Box bounds, which gymnasium warns about at every pool built
+    warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32", category=UserWarning)
+    return envpool
+
+
+def _envpool_id(name: str) -> str:
+    envpool = _envpool()
+    task = name.partition(":")[2]
+    known = list(envpool.list_all_envs())
+    if task in known:
+        return task
+    lowered = {k.lower(): k for k in known}
+    if task.lower() in lowered:
+        return lowered[task.lower()]
+    close = difflib.get_close_matches(task, known, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join('envpool:' + c for c in close)}?" if close else "see envpool.list_all_envs()"
+    raise ConfigError("env", name, "is not an envpool task", hint)
+
+
+def envpool_family(task: str) -> str:
+    """``atari``, ``mujoco``, ``classic_control``, ``box2d`` (or envpool's module
+    name for the others) of an envpool task id."""
+    from envpool.registration import registry
+
+    module = registry.specs[task][0]
+    return _ENVPOOL_FAMILIES.get(module, module)
+
+
+def preset_name(name: str) -> str | None:
+    """The preset key of a host env beyond its id's own: ``envpool:atari`` for
+    every envpool Atari task, ``envpool:mujoco`` for its MuJoCo tasks; None else
+    (classic control ids take their gymnax twins' presets)."""
+    if _backend(name) != "envpool":
+        return None
+    try:
+        family = envpool_family(_envpool_id(name))
+    except ConfigError:
+        return None
+    return f"envpool:{family}" if family in ("atari", "mujoco") else None
+
+
+def _envpool_options(family: str, evaluation: bool) -> dict[str, Any]:
+    # the Atari recipe while training (a lost life ends the episode, rewards clipped
+    # to their sign); whole games at their raw scores when measuring a policy
+    return {"episodic_life": not evaluation, "reward_clip": not evaluation} if family == "atari" else {}
+
+
+def _envpool_spec(name: str) -> HostSpec:
+    envpool = _envpool()
+    task = _envpool_id(name)
+    family = envpool_family(task)
+    try:
+        env = envpool.make(task, env_type="gymnasium", num_envs=1, seed=0, **_envpool_options(family, True))
+    except Exception as error:
+        raise ConfigError(
+            "env", name, f"could not be built ({type(error).__name__}: {error})", "install what it needs"
+        ) from None
+    try:
+        gym = _gymnasium()
+        space = env.single_observation_space if hasattr(env, "single_observation_space") else env.observation_space
+        shape = _flat_size(space, gym)
+        if _is_frames(space):
+            shape = (shape[1], shape[2], shape[0])  # [C, H, W] → [H, W, C]
+        action = _action_space(getattr(env, "single_action_space", env.action_space), gym, name)
+        config = env.spec.config
+        steps = getattr(config, "max_episode_steps", None)
+        threshold = getattr(config, "reward_threshold", None)
+    finally:
+        env.close()
+    return HostSpec(
+        f"envpool:{task}",
+        shape,
+        action,
+        int(steps) if steps else None,
+        float(threshold) if threshold is not None and math.isfinite(float(threshold)) else None,
+    )
+
+
+def _is_frames(space: Any) -> bool:
+    """Stacked uint8 frames ``[C, H, W]`` (envpool's Atari observations)."""
+    return len(getattr(space, "shape", ()) or ()) == 3 and np.dtype(space.dtype) == np.uint8
+
+
+class EnvpoolVec:
+    """``num_envs`` copies of an envpool task in one envpool pool, normalized to
+    :class:`HostStep`. envpool resets an env on the call after its episode
+    ended (that call's action is ignored, its reward 0): that step is
+    ``valid=False``; the ending step's observation is the final one. The pool is
+    seeded when built, so :meth:`reset` builds it (env ``i``: seed ``seed + i``);
+    ``options`` go to ``envpool.make`` (e.g. ``max_episode_steps``)."""
+
+    def __init__(self, spec: HostSpec, num_envs: int, evaluation: bool = False, **options: Any):
+        self.spec, self.num_envs = spec, num_envs
+        self.task = spec.name.partition(":")[2]
+        self.options = {**_envpool_options(envpool_family(self.task), evaluation), **options}
+        self.discrete = isinstance(spec.action_space, Discrete)
+        self.env: Any = None
+        self.frames = False
+        self._pending = np.zeros(num_envs, bool)
+
+    def _obs(self, obs: np.ndarray) -> np.ndarray:
+        if self.frames:
+            return np.ascontiguousarray(np.transpose(obs, (0, 2, 3, 1)), dtype=np.float32) * np.float32(1 / 255)
+        return np.asarray(obs, np.float32).reshape(self.num_envs, *self.spec.obs_shape)
+
+    def reset(self, seed: int) -> np.ndarray:
+        self.close()
+        self.env = _envpool().make(
+            self.task, env_type="gymnasium", num_envs=self.num_envs, seed=int(seed) % 2**30, **self.options
+        )
+        self.frames = _is_frames(self.env.observation_space)
+        obs, _ = self.env.reset()  # envpool does not say which env raised: the actor names itself
+        self._pending[:] = False
+        return self._obs(obs)
+
+    def step(self, actions: np.ndarray) -> HostStep:
+        actions = np.asarray(actions)
+        actions = actions.astype(np.int32) if self.discrete else actions.astype(np.float64)
+        obs, reward, terminated, truncated, _ = self.env.step(actions)
+        obs = self._obs(obs)
+        valid = ~self._pending
+        reward = np.where(valid, np.asarray(reward, np.float32), 0.0).astype(np.float32)
+        terminated = np.asarray(terminated, bool) & valid
+        truncated = np.asarray(truncated, bool) & valid & ~terminated
+        self._pending = terminated | truncated
+        return HostStep(obs, reward, terminated, truncated, obs.copy(), valid)
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None

@@ -10,6 +10,7 @@ saved in general, so episodes in flight restart on resume (said in one line).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxrl import perf as perf_lib
 from jaxrl.actors.sebulba import LEVERS, TIME_FIELDS, HostEnvError, Sebulba, Stopped, UpdateReport, verdict
 from jaxrl.algos import algorithm_for
 from jaxrl.core.config import Config, seed_ids
@@ -102,7 +104,10 @@ def prepare_host(config: Config) -> HostRun:
     for key, value, default in _UNSUPPORTED:
         if value(config) != default:
             raise ConfigError(
-                key, value(config), "is not available on host envs (env=gymnasium:…) yet", f"drop {key}= for this run"
+                key,
+                value(config),
+                "is not available on host envs (gymnasium:…, envpool:…) yet",
+                f"drop {key}= for this run",
             )
     actor = config.actor
     if actor.envs not in ("sync", "async"):
@@ -131,11 +136,12 @@ def prepare_host(config: Config) -> HostRun:
             f"needs {' or '.join(algorithm.actions)} actions and {spec.name} has {kind} ones",
             "use algo=ppo",
         )
-    if len(spec.obs_shape) == 3 and getattr(config.algo, "network", "auto") == "mlp":
-        pass  # the user asked for it
     steps = config.num_envs * config.algo.num_steps
     num_updates = max(1, math.ceil(config.total_timesteps / steps))
-    agent = algorithm.make_agent(config.algo, ShapeEnv(spec), config.num_envs, num_updates)
+    # as make_train does: XLA:CPU's speed code (perf=auto|on), e.g. convolutions as
+    # patches × kernel, which XLA:CPU runs an order of magnitude faster inside the learner's loops
+    seams = {"perf": perf_lib.of(config)} if "perf" in algorithm.seams else {}
+    agent = algorithm.make_agent(config.algo, ShapeEnv(spec), config.num_envs, num_updates, **seams)
     if agent.behave is None or agent.complete is None:
         raise ConfigError("algo", algorithm.name, "does not train on host envs yet (PPO does)", "pass algo=ppo")
     seeds = seed_ids(config)
@@ -223,7 +229,7 @@ def evaluate_members(
     and lengths ``[M, E]``. An episode still running after ``max_steps`` steps
     counts with what it had."""
     members = len(run.seeds)
-    env = make_vec(run.spec, members * episodes)
+    env = make_vec(run.spec, members * episodes, evaluation=True)
     try:
         obs = env.reset(seed)
         ret, length = np.zeros(members * episodes), np.zeros(members * episodes)
@@ -384,7 +390,7 @@ def _start_states(
 
     keys = jax.vmap(jax.random.key)(np.asarray(run.seeds, np.uint32))
     states = programs.init(keys, run.hparams)
-    ckpt = Checkpointer(os.path.join(run_dir, "checkpoints"), keep=run.config.keep) if run.config.checkpoint else None
+    ckpt = Checkpointer(run_dir, keep=run.config.keep) if run.config.checkpoint else None
     if not resuming:
         return states, 0, ckpt
     if ckpt is None or ckpt.latest() is None:
@@ -445,7 +451,7 @@ def run_host(
     chash = config_hash(data)
     if not resuming:
         make_dir("run_dir" if config.run_dir else "runs_root", run_dir)
-        write_config(os.path.join(run_dir, "config.yaml"), config)
+        write_config(os.path.join(run_dir, "config.yaml"), dataclasses.replace(config, run_dir=run_dir))
     log(f"run directory: {run_dir}")
     members = len(run.seeds)
     log(
@@ -569,7 +575,7 @@ def open_host_run(run_dir: str, config: Config) -> OpenedHostRun:
     import jax
 
     run = prepare_host(config)
-    ckpt = Checkpointer(os.path.join(run_dir, "checkpoints"), keep=config.keep)
+    ckpt = Checkpointer(run_dir, keep=config.keep)
     try:
         if ckpt.latest() is None:
             raise ConfigError("run_dir", run_dir, "holds no checkpoint", "train it first (python -m jaxrl.train)")

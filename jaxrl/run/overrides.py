@@ -26,7 +26,7 @@ from jaxrl.core.contract import configs as algo_configs
 from jaxrl.core.contract import get, names
 from jaxrl.core.errors import ConfigError, error_line
 from jaxrl.envs import canonical_name
-from jaxrl.envs.host import is_host
+from jaxrl.envs.host import is_host, preset_name
 from jaxrl.run.validation import validate
 
 __all__ = [
@@ -288,8 +288,8 @@ def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
     preset: dict[str, Any] = {}
     if algo in ALGOS:
         canonical = canonical_name(env)
-        if canonical is None and is_host(env):  # gymnasium's classic control ids are gymnax's envs: their presets
-            canonical = canonical_name(f"gymnax:{env.partition(':')[2]}")
+        if canonical is None and is_host(env):  # classic control ids are gymnax's envs: their presets
+            canonical = preset_name(env) or canonical_name(f"gymnax:{env.partition(':')[2]}")
         if canonical is not None:
             preset = dict(get(algo).presets.get(canonical, {}))
     preset_overrides = [f"{k}={_to_override_value(v)}" for k, v in preset.items()]

@@ -53,7 +53,9 @@ def new_run_dir(config: Config, prefix: str = "", again: str = "continue") -> st
     if os.path.exists(root) and not os.path.isdir(root):
         raise ConfigError("runs_root", config.runs_root, "is a file, not a directory", "pass runs_root=DIR")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(config.runs_root, f"{prefix}{canonical_name(config.env.name)}-{config.algo.name}-{stamp}")
+    # a JAX env's canonical id; a host env's id as written, its backend prefix and any "/" made file-name safe
+    env = canonical_name(config.env.name) or str(config.env.name).replace(":", "-").replace("/", "-")
+    base = os.path.join(config.runs_root, f"{prefix}{env}-{config.algo.name}-{stamp}")
     path, n = base, 1
     while os.path.exists(path):
         n += 1
