@@ -2,7 +2,9 @@
 
 * overlapped (``actor.max_lag=1``, the default) against lock-step (``actor.sync=true``):
   the gain from decoupling acting and learning;
-* one actor thread against two;
+* one actor thread against two; gymnasium's async vector env (one process per
+  env) against its sync one; an envpool pool (``env=envpool:CartPole-v1``, C++
+  threads) in the same pipeline, when envpool is installed;
 * the same preset in-program on gymnax's CartPole (``env=cartpole``): the cost of
   leaving JAX;
 * the verdict on a deliberately slow env (2 ms per step: rollout-bound) and a
@@ -18,6 +20,7 @@ the actor threads, the host envs and XLA share the two cores.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -64,6 +67,15 @@ def main() -> None:
         ("gymnasium:CartPole-v1, overlapped (max_lag=1)", ["env=gymnasium:CartPole-v1", *base]),
         ("gymnasium:CartPole-v1, lock-step (actor.sync=true)", ["env=gymnasium:CartPole-v1", *base, "actor.sync=true"]),
         ("gymnasium:CartPole-v1, 2 actor threads", ["env=gymnasium:CartPole-v1", *base, "actor.threads=2"]),
+        (
+            "gymnasium:CartPole-v1, async envs (actor.envs=async)",
+            ["env=gymnasium:CartPole-v1", *base, "actor.envs=async"],
+        ),
+        *(
+            [("envpool:CartPole-v1, overlapped (max_lag=1)", ["env=envpool:CartPole-v1", *base])]
+            if importlib.util.find_spec("envpool")
+            else []
+        ),
         ("gymnax CartPole in-program (env=cartpole)", ["env=cartpole", *base]),
         ("slow env (2 ms per step)", ["env=gymnasium:JaxrlSlow-v0", *toy, "num_envs=2", "algo.num_steps=32"]),
         (
