@@ -144,14 +144,18 @@ def _tagged_env(env_id: str, index: int, kwargs: dict[str, Any]) -> Any:
     return Tagged(gym.make(env_id, **kwargs))
 
 
-def _gymnasium() -> Any:
+def _backend_package(package: str) -> Any:
+    """The backend's package, or a one-line :class:`ConfigError` with the pip line of its extra."""
     try:
-        import gymnasium
+        return importlib.import_module(package)
     except ImportError:
         raise ConfigError(
-            "env", "gymnasium:…", "needs the gymnasium package", f"install it: {install_command('gymnasium')}"
+            "env", f"{package}:…", f"needs the {package} package", f"install it: {install_command(package)}"
         ) from None
-    return gymnasium
+
+
+def _gymnasium() -> Any:
+    return _backend_package("gymnasium")
 
 
 def import_module(module: str) -> None:
@@ -170,17 +174,21 @@ def import_module(module: str) -> None:
 
 
 def _resolve_id(name: str) -> str:
-    gym = _gymnasium()
-    env_id = name.partition(":")[2]
-    known = list(gym.registry.keys())
-    if env_id in gym.registry:
-        return env_id
+    return _known_id(name, list(_gymnasium().registry.keys()), "is not a registered gymnasium id", "gymnasium.registry")
+
+
+def _known_id(name: str, known: list[str], constraint: str, listing: str) -> str:
+    """The id of ``backend:ID`` among a backend's ``known`` ids (case aside), or a
+    one-line :class:`ConfigError` naming the nearest ones."""
+    backend, _, wanted = name.partition(":")
+    if wanted in known:
+        return wanted
     lowered = {k.lower(): k for k in known}
-    if env_id.lower() in lowered:
-        return lowered[env_id.lower()]
-    close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join('gymnasium:' + c for c in close)}?" if close else "see gymnasium.registry"
-    raise ConfigError("env", name, "is not a registered gymnasium id", hint)
+    if wanted.lower() in lowered:
+        return lowered[wanted.lower()]
+    close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(f'{backend}:{c}' for c in close)}?" if close else f"see {listing}"
+    raise ConfigError("env", name, constraint, hint)
 
 
 def _flat_size(space: Any, gym: Any) -> tuple[int, ...]:
@@ -235,13 +243,13 @@ def host_spec(name: str, module: str = "") -> HostSpec:
         threshold = getattr(spec, "reward_threshold", None)
     finally:
         env.close()
-    return HostSpec(
-        f"gymnasium:{env_id}",
-        obs_shape,
-        action,
-        int(steps) if steps else None,
-        float(threshold) if threshold is not None and math.isfinite(threshold) else None,
-    )
+    return _spec(f"gymnasium:{env_id}", obs_shape, action, steps, threshold)
+
+
+def _spec(name: str, obs_shape: tuple[int, ...], action: Discrete | Box, steps: Any, threshold: Any) -> HostSpec:
+    """A :class:`HostSpec` from a backend's time limit and solved threshold (either may be absent or infinite)."""
+    solved = float(threshold) if threshold is not None and math.isfinite(float(threshold)) else None
+    return HostSpec(name, obs_shape, action, int(steps) if steps else None, solved)
 
 
 class _Flatten:
@@ -361,29 +369,14 @@ _ENVPOOL_FAMILIES = {
 
 
 def _envpool() -> Any:
-    try:
-        import envpool
-    except ImportError:
-        raise ConfigError(
-            "env", "envpool:…", "needs the envpool package", f"install it: {install_command('envpool')}"
-        ) from None
+    envpool = _backend_package("envpool")
     # envpool declares float64 Box bounds, which gymnasium warns about at every pool built
     warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32", category=UserWarning)
     return envpool
 
 
 def _envpool_id(name: str) -> str:
-    envpool = _envpool()
-    task = name.partition(":")[2]
-    known = list(envpool.list_all_envs())
-    if task in known:
-        return task
-    lowered = {k.lower(): k for k in known}
-    if task.lower() in lowered:
-        return lowered[task.lower()]
-    close = difflib.get_close_matches(task, known, n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join('envpool:' + c for c in close)}?" if close else "see envpool.list_all_envs()"
-    raise ConfigError("env", name, "is not an envpool task", hint)
+    return _known_id(name, list(_envpool().list_all_envs()), "is not an envpool task", "envpool.list_all_envs()")
 
 
 def envpool_family(task: str) -> str:
@@ -436,13 +429,7 @@ def _envpool_spec(name: str) -> HostSpec:
         threshold = getattr(config, "reward_threshold", None)
     finally:
         env.close()
-    return HostSpec(
-        f"envpool:{task}",
-        shape,
-        action,
-        int(steps) if steps else None,
-        float(threshold) if threshold is not None and math.isfinite(float(threshold)) else None,
-    )
+    return _spec(f"envpool:{task}", shape, action, steps, threshold)
 
 
 def _is_frames(space: Any) -> bool:
