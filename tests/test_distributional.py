@@ -75,6 +75,7 @@ def test_projections_by_hand():
     np.testing.assert_allclose(D.categorical_target(jnp.array(0.25), jnp.array(0.5), point, z), [0.0, 0.75, 0.25])
 
 
+@pytest.mark.filterwarnings("ignore:Rlax categorical_cross_entropy:PendingDeprecationWarning")  # rlax's own call
 def test_categorical_loss_equals_rlax_td_learning():
     z, probs, reward, discount = _random_case(3, batch=16)
     rng = np.random.default_rng(4)
