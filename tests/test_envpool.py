@@ -152,3 +152,25 @@ def test_the_docs_atari_command_runs_the_nature_cnn(home):
     assert config["algo"]["conv_channels"] == [32, 64, 64] and config["algo"]["hidden_sizes"] == [512]
     final = summary["final_eval_return"][0]
     assert -21.0 <= final <= 21.0  # a whole-game Pong score, unclipped
+
+
+def test_bad_envpool_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    from jaxrl import train
+
+    assert train.main(["env=envpool:Pongg-v5", f"run_dir={tmp_path / 'a'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "env=envpool:Pongg-v5: is not an envpool task" in err, err
+    monkeypatch.setitem(__import__("sys").modules, "envpool", None)  # the extra not installed
+    assert train.main(["env=envpool:Pong-v5", f"run_dir={tmp_path / 'b'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "needs the envpool package" in err and "[envpool]" in err, err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_host_learners_get_the_perf_seam():
+    """As make_train's: perf=auto builds the learner with XLA:CPU's speed code
+    (convolutions as patches × kernel), perf=off without it."""
+    from jaxrl.run.host import prepare_host
+
+    assert prepare_host(resolve(["env=envpool:CartPole-v1"])).agent.network.perf is True
+    assert prepare_host(resolve(["env=envpool:CartPole-v1", "perf=off"])).agent.network.perf is False
