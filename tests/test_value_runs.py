@@ -1,5 +1,6 @@
-"""PQN, DQN and TD3 through the run machinery: resume equals the uninterrupted
-run bit for bit, sweeps and PBT over their traced hyperparameters, PQN's envs
+"""PQN, DQN (with its distributional heads, C51 and QR-DQN) and TD3 through the
+run machinery: resume equals the uninterrupted run bit for bit, sweeps and PBT
+over their traced hyperparameters, PQN's envs
 split over devices (parallel=data) agree with one device.
 
 The docs' commands for them (learning at CI budgets, then evaluate, export
@@ -52,7 +53,10 @@ TD3 = [
     "algo.buffer_size=1024",
     *COMMON,
 ]
-RUNS = {"pqn": PQN, "dqn": DQN, "td3": TD3}
+# the distributional heads: DQN's run with a small support / few quantiles
+C51 = ["algo=c51", "algo.atoms=11", "algo.v_min=0", "algo.v_max=50", *(a for a in DQN if a != "algo=dqn")]
+QRDQN = ["algo=qrdqn", "algo.quantiles=8", *(a for a in DQN if a != "algo=dqn")]
+RUNS = {"pqn": PQN, "dqn": DQN, "td3": TD3, "c51": C51, "qrdqn": QRDQN}
 
 
 @pytest.mark.parametrize("algo", list(RUNS))
@@ -85,10 +89,11 @@ PBT = {
     "pqn": "[lr,q_lambda]",
     "dqn": "[lr,tau]",
     "td3": "[exploration_noise,target_noise]",
+    "c51": "[lr,gamma]",  # QR-DQN's traced fields are C51's (one learner)
 }
 
 
-@pytest.mark.parametrize("algo", list(RUNS))
+@pytest.mark.parametrize("algo", list(PBT))
 def test_sweep_and_pbt(algo, tmp_path):
     args = [a for a in RUNS[algo] if not a.startswith("seeds=")]
     if algo in SWEEPS:

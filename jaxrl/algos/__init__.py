@@ -8,7 +8,8 @@ registry, the built-in algorithms and the building blocks they share.
 
 Built in, one thin module each: ``ppo``, ``a2c``, ``reinforce``, ``impala`` (on the
 actor-critic pieces of :mod:`jaxrl.algos.actor_critic`), ``pqn`` and ``dqn``
-(Q-networks: :mod:`jaxrl.algos.qvalue`), ``sac`` and ``td3`` (continuous
+(with ``c51`` and ``qrdqn``, its distributional heads; Q-networks and value
+heads: :mod:`jaxrl.algos.qvalue`), ``sac`` and ``td3`` (continuous
 control with replay); :mod:`jaxrl.algos.onpolicy` and :mod:`jaxrl.algos.replay`
 hold what the on-policy and the replay learners share, and
 ``jaxrl/algos/presets/<name>.yaml`` each algorithm's presets. No algorithm
@@ -38,9 +39,20 @@ from jaxrl.core.contract import (
 )
 from jaxrl.core.fields import HParams, setting, traced
 
-for _module in (ppo, sac, a2c, reinforce, pqn, dqn, td3, impala):
-    register_builtin(_module.ALGORITHM)
-del _module
+for _algorithm in (
+    ppo.ALGORITHM,
+    sac.ALGORITHM,
+    a2c.ALGORITHM,
+    reinforce.ALGORITHM,
+    pqn.ALGORITHM,
+    dqn.ALGORITHM,
+    dqn.C51,
+    dqn.QRDQN,
+    td3.ALGORITHM,
+    impala.ALGORITHM,
+):
+    register_builtin(_algorithm)
+del _algorithm
 
 __all__ = [
     "Act",

@@ -14,13 +14,20 @@ start). Targets keep termination and truncation apart::
 where the n-step window stops at the first transition that ended an episode and
 ``s'_m`` is that transition's pre-reset next observation.
 
-Pure pieces: :func:`dqn_targets`, :func:`gradient_step`, :func:`make_agent`.
+The same learner with a distributional value head (:class:`~jaxrl.algos.qvalue.ValueHead`)
+is ``algo=c51`` (categorical, Bellemare et al. 2017, arXiv:1707.06887) and
+``algo=qrdqn`` (quantile regression, Dabney et al. 2018, arXiv:1710.10044): the
+bootstrap action is the greedy one under the distribution's mean (the online
+network's with ``double``), and the target ``R⁽ⁿ⁾ + γᵐ (1 − terminated) Z̄(s'_m, a*)``
+is projected onto the support (C51) or kept as samples (QR-DQN).
+
+Pure pieces: :func:`bootstrap_terms`, :func:`dqn_targets`, :func:`gradient_step`, :func:`make_agent`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -29,7 +36,7 @@ from flax import struct
 
 from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
-from jaxrl.algos.qvalue import make_q_network, q_loss, validate_q_network
+from jaxrl.algos.qvalue import ValueHead, make_q_network, validate_q_network, value_head
 from jaxrl.core.checks import POSITIVE, POSITIVE_INT, UNIT, Range
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
@@ -43,15 +50,21 @@ from jaxrl.rl.qlearning import epsilon_greedy, linear_epsilon, n_step_return, q_
 
 __all__ = [
     "DQNConfig",
+    "C51Config",
+    "QRDQNConfig",
     "HParams",
     "DQNState",
     "Transition",
     "UpdateMetrics",
+    "C51Metrics",
+    "bootstrap_terms",
     "dqn_targets",
     "gradient_step",
     "move_target",
     "make_agent",
     "ALGORITHM",
+    "C51",
+    "QRDQN",
 ]
 
 
@@ -91,6 +104,31 @@ class DQNConfig:
     reward_scale: float = traced(1.0, pbt=(0.01, 100.0, True))
 
 
+@dataclass(frozen=True)
+class C51Config(DQNConfig):
+    """C51 (Bellemare, Dabney & Munos, 2017): DQN learning a categorical
+    distribution of the return on a fixed support per action."""
+
+    value: ClassVar[str] = "categorical"
+    name: str = "c51"
+    atoms: int = setting(101, check=Range(2, integer=True))  # support points from v_min to v_max
+    v_min: float = -100.0  # the support's lowest return
+    v_max: float = 100.0  # the support's highest return (must bracket the discounted returns)
+    loss: str = "cross_entropy"  # the categorical head's (not settable)
+
+
+@dataclass(frozen=True)
+class QRDQNConfig(DQNConfig):
+    """QR-DQN (Dabney, Rowland, Bellemare & Munos, 2018): DQN learning the
+    return's quantiles at fixed levels by quantile regression."""
+
+    value: ClassVar[str] = "quantile"
+    name: str = "qrdqn"
+    quantiles: int = setting(50, check=Range(1, integer=True))  # quantile locations per action
+    kappa: float = setting(1.0, check=Range(0.0))  # quantile Huber threshold (0: the plain quantile loss)
+    loss: str = "quantile_huber"  # the quantile head's (not settable)
+
+
 class Transition(NamedTuple):
     """One stored transition (leaves ``[...]`` per item)."""
 
@@ -125,6 +163,30 @@ class UpdateMetrics(NamedTuple):
     lr: jax.Array
 
 
+class C51Metrics(NamedTuple):
+    """:class:`UpdateMetrics` and the share of the target's mass clipped to the support's edges."""
+
+    loop: LoopMetrics
+    loss: jax.Array
+    q: jax.Array
+    target: jax.Array
+    epsilon: jax.Array
+    grad_norm: jax.Array
+    lr: jax.Array
+    clipped: jax.Array  # fraction of target probability outside [v_min, v_max] before projection
+
+
+def bootstrap_terms(batch: Transition, gamma: jax.Array, reward_scale: jax.Array = 1.0) -> tuple[jax.Array, jax.Array]:
+    """``(R, discount)`` ``[B]`` of a batch (leaves ``[B]``, or ``[B, n]`` for n-step
+    windows): the (scaled) return up to the bootstrap and what multiplies the
+    bootstrap value, ``γ (1 − terminated)`` or ``γᵐ⁺¹ (1 − terminated_m)``."""
+    if batch.reward.ndim == 1:
+        not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
+        return reward_scale * batch.reward, gamma * not_terminal
+    ret, discount, _ = n_step_return(reward_scale * batch.reward, batch.terminated, batch.done, gamma)
+    return ret, discount
+
+
 def dqn_targets(
     batch: Transition,
     next_q_target: jax.Array,
@@ -136,12 +198,8 @@ def dqn_targets(
     for n-step windows) and the action values ``[B, A]`` of the bootstrap
     observations (``next_obs`` at each window's stopping step, :func:`bootstrap_obs`)
     under the target network and, for double DQN, the online one."""
-    value = q_target(next_q_target, next_q_online)
-    if batch.reward.ndim == 1:
-        not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
-        return reward_scale * batch.reward + gamma * not_terminal * value
-    ret, discount, _ = n_step_return(reward_scale * batch.reward, batch.terminated, batch.done, gamma)
-    return ret + discount * value
+    ret, discount = bootstrap_terms(batch, gamma, reward_scale)
+    return ret + discount * q_target(next_q_target, next_q_online)
 
 
 def bootstrap_obs(batch: Transition) -> jax.Array:
@@ -166,26 +224,44 @@ def gradient_step(
     network: QNetwork,
     algo: Any,
     optimizer: optim.Optimizer | None = None,
+    head: ValueHead | None = None,
 ) -> tuple[DQNState, tuple[jax.Array, ...]]:
-    """One step on a sampled batch: the TD loss (:func:`jaxrl.rl.qlearning.td_loss`) of
-    ``Q(s, a)`` to :func:`dqn_targets`, the optimizer step, then the target move when
-    the step count reaches a multiple of ``target_update_interval``. Returns the new
-    state and ``(loss, mean Q, mean target, grad norm)``."""
+    """One step on a sampled batch: the head's loss (scalar: the TD loss
+    :func:`jaxrl.rl.qlearning.td_loss`) of the taken actions' outputs to the target
+    built from :func:`bootstrap_terms` and the target network's output at the greedy
+    bootstrap action, the optimizer step, then the target move when the step count
+    reaches a multiple of ``target_update_interval``. Returns the new state and
+    ``(loss, mean Q, mean target value, grad norm, clipped share)``."""
+    head = value_head(algo) if head is None else head
     first = batch if batch.reward.ndim == 1 else jax.tree.map(lambda x: x[:, 0], batch)
     next_obs = bootstrap_obs(batch)
-    next_q_target = network.apply(state.target_params, next_obs)
-    next_q_online = network.apply(state.params, next_obs) if algo.double else None
-    target = jax.lax.stop_gradient(dqn_targets(batch, next_q_target, next_q_online, hp.gamma, hp.reward_scale))
-    (loss, metrics), grads = jax.value_and_grad(q_loss, has_aux=True)(
-        state.params, network, first.obs, first.action, target, algo.loss
-    )
+    next_target = network.apply(state.target_params, next_obs)  # [B, n(, atoms)]
+    chooser = head.q(network.apply(state.params, next_obs) if algo.double else next_target)
+    best = jnp.argmax(chooser, axis=-1)
+    next_out = _taken(next_target, best)
+    ret, discount = bootstrap_terms(batch, hp.gamma, hp.reward_scale)
+    target = jax.lax.stop_gradient(head.target(ret, discount, next_out))
+    clipped = head.clipped(ret, discount, next_out) if head.kind == "categorical" else jnp.zeros(())
+
+    def loss_fn(params: Any) -> tuple[jax.Array, jax.Array]:
+        out = _taken(network.apply(params, first.obs), first.action.astype(jnp.int32))
+        return head.loss(out, target, algo.loss), jnp.mean(head.q(out[:, None])[:, 0])
+
+    (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     params, opt_state, grad_norm = optim.apply(
         state.params, grads, state.opt_state, hp.lr, hp.max_grad_norm, optimizer=optimizer
     )
     steps = state.steps + 1
     target_params = move_target(state.target_params, params, hp.tau, steps % algo.target_update_interval == 0)
     state = state.replace(params=params, opt_state=opt_state, target_params=target_params, steps=steps)
-    return state, (loss, metrics.q, jnp.mean(target), grad_norm)
+    value = ret + discount * head.q(next_out[:, None])[:, 0]  # the target's mean
+    return state, (loss, q, jnp.mean(value), grad_norm, clipped)
+
+
+def _taken(out: jax.Array, action: jax.Array) -> jax.Array:
+    """The outputs ``[B]`` / ``[B, atoms]`` of the actions ``[B]`` from ``[B, n(, atoms)]``."""
+    index = action.reshape(action.shape + (1,) * (out.ndim - action.ndim))
+    return jnp.take_along_axis(out, index, axis=1)[:, 0]
 
 
 def make_agent(
@@ -202,6 +278,11 @@ def make_agent(
     """DQN for ``num_envs`` copies of a discrete-action ``env``. ``network``: a flax
     torso under the Q head; ``optimizer``: :mod:`jaxrl.rl.optim`; ``perf``: resolved."""
     q_network = make_q_network(algo, env, network, perf)
+    head = value_head(algo)
+
+    def q_values(params: Any, obs: jax.Array) -> jax.Array:
+        return head.q(q_network.apply(params, obs))
+
     optimizer = optim.make(optimizer)
     env_params = env.default_params if env_params is None else env_params
     n_actions = env.action_space.n
@@ -225,7 +306,7 @@ def make_agent(
             coin, random_action = draw
             if epsilon is None:
                 return random_action, random_action
-            action = epsilon_greedy(q_network.apply(state.params, obs), epsilon, coin, random_action)
+            action = epsilon_greedy(q_values(state.params, obs), epsilon, coin, random_action)
             return action, action
 
         env_state, obs, collected = replay.collect(
@@ -281,25 +362,20 @@ def make_agent(
             )
 
         def step(state: DQNState, index: jax.Array):
-            return gradient_step(state, buffers.take(state.buffer, index), hp, q_network, algo, optimizer)
+            return gradient_step(state, buffers.take(state.buffer, index), hp, q_network, algo, optimizer, head)
 
-        state, (loss, q, target, grad_norm) = jax.lax.scan(step, state.replace(key=key), index)
-        loss, q, target, grad_norm = (jnp.mean(x) for x in (loss, q, target, grad_norm))
+        state, (loss, q, target, grad_norm, clipped) = jax.lax.scan(step, state.replace(key=key), index)
+        loss, q, target, grad_norm, clipped = (jnp.mean(x) for x in (loss, q, target, grad_norm, clipped))
         finite = jnp.isfinite(loss) & optim.tree_all_finite(state.params)
-        metrics = UpdateMetrics(
-            loop=LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, finite),
-            loss=loss,
-            q=q,
-            target=target,
-            epsilon=epsilon,
-            grad_norm=grad_norm,
-            lr=hp.lr,
-        )
+        loop = LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, finite)
+        metrics = UpdateMetrics(loop, loss, q, target, epsilon, grad_norm, hp.lr)
+        if head.kind == "categorical":
+            metrics = C51Metrics(*metrics, clipped=clipped)
         return state, metrics
 
     def act(state: DQNState, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key  # greedy
-        return jnp.argmax(q_network.apply(state.params, obs), axis=-1).astype(jnp.int32)
+        return jnp.argmax(q_values(state.params, obs), axis=-1).astype(jnp.int32)
 
     def sample(state: DQNState, obs: jax.Array, key: jax.Array) -> jax.Array:
         """ε-greedy at the exploration rate of the last collection."""
@@ -307,7 +383,7 @@ def make_agent(
         batch = obs.shape[: obs.ndim - len(env.obs_shape)]
         coin = jax.random.uniform(key_coin, batch)
         random_action = jax.random.randint(key_action, batch, 0, n_actions)
-        return epsilon_greedy(q_network.apply(state.params, obs), state.epsilon, coin, random_action)
+        return epsilon_greedy(q_values(state.params, obs), state.epsilon, coin, random_action)
 
     phases = (
         (
@@ -348,5 +424,31 @@ ALGORITHM = Algorithm(
     actions=("discrete",),
     warmup=replay.warmup,
     presets=load_presets("dqn"),
+    validate=validate,
+)
+
+C51 = Algorithm(
+    name="c51",
+    config=C51Config,
+    make_agent=make_agent,
+    seams=("network", "optimizer", "perf"),
+    metrics=own_metrics(C51Metrics),
+    description="C51: DQN with a categorical return distribution per action (projected Bellman target)",
+    actions=("discrete",),
+    warmup=replay.warmup,
+    presets=load_presets("c51"),
+    validate=validate,
+)
+
+QRDQN = Algorithm(
+    name="qrdqn",
+    config=QRDQNConfig,
+    make_agent=make_agent,
+    seams=("network", "optimizer", "perf"),
+    metrics=own_metrics(UpdateMetrics),
+    description="QR-DQN: DQN learning the return's quantiles by quantile-Huber regression",
+    actions=("discrete",),
+    warmup=replay.warmup,
+    presets=load_presets("qrdqn"),
     validate=validate,
 )

@@ -1,9 +1,12 @@
-"""What the Q-learners share (PQN and DQN): the Q-network over a registered
-torso with a linear or dueling head, the regression loss of ``Q(s, a)`` to
-given targets, and the checks of their network settings."""
+"""What the Q-learners share (PQN and the DQN family): the Q-network over a
+registered torso with a linear or dueling head, the value heads (one value per
+action, or a categorical or quantile distribution: :class:`ValueHead`), the
+regression loss of ``Q(s, a)`` to given targets, and the checks of their
+network settings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -12,11 +15,21 @@ import jax.numpy as jnp
 
 from jaxrl.algos.onpolicy import validate_torso
 from jaxrl.core.checks import require_one_of
+from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Discrete, Env
 from jaxrl.nets.networks import QNetwork, make_torso
+from jaxrl.rl import distributional
 from jaxrl.rl.qlearning import td_loss
 
-__all__ = ["LossMetrics", "make_q_network", "q_loss", "td_loss", "validate_q_network"]
+__all__ = [
+    "LossMetrics",
+    "ValueHead",
+    "value_head",
+    "make_q_network",
+    "q_loss",
+    "td_loss",
+    "validate_q_network",
+]
 
 
 class LossMetrics(NamedTuple):
@@ -24,14 +37,90 @@ class LossMetrics(NamedTuple):
     q: jax.Array  # mean Q(s, a) of the minibatch
 
 
+@dataclass(frozen=True)
+class ValueHead:
+    """What a Q-network's output per action is, and how it learns.
+
+    * ``scalar``: one value ``Q(s, a)``, regressed to ``r + γ' Q̄(s', a*)``;
+    * ``categorical`` (C51): logits on the support ``z`` (``atoms`` points from
+      ``v_min`` to ``v_max``), cross-entropy to the projected target
+      ``Φ(r + γ' z)`` (:func:`jaxrl.rl.distributional.categorical_target`);
+    * ``quantile`` (QR-DQN): ``atoms`` quantile locations at the midpoints
+      ``τ̂_i``, quantile Huber loss (threshold ``kappa``) to the target samples
+      ``r + γ' θ_j(s', a*)``.
+
+    ``γ'`` is the transition's discount (``γ (1 − terminated)``, or the n-step
+    product), so every head keeps termination and truncation apart the same way."""
+
+    kind: str = "scalar"
+    atoms: int = 0  # outputs per action (0: scalar)
+    v_min: float = 0.0
+    v_max: float = 0.0
+    kappa: float = 1.0
+
+    def q(self, out: jax.Array) -> jax.Array:
+        """Action values ``[..., n]`` of the network's output (``[..., n]`` or ``[..., n, atoms]``)."""
+        if self.kind == "categorical":
+            return distributional.categorical_mean(out, self.support())
+        if self.kind == "quantile":
+            return jnp.mean(out, axis=-1)
+        return out
+
+    def support(self) -> jax.Array:
+        return distributional.support(self.v_min, self.v_max, self.atoms)
+
+    def target(self, ret: jax.Array, discount: jax.Array, next_out: jax.Array) -> jax.Array:
+        """The learning target from the return so far ``[B]``, the bootstrap
+        discount ``[B]`` and the target network's output for the bootstrap
+        action ``[B]`` / ``[B, atoms]``: a value ``[B]``, a distribution
+        ``[B, atoms]`` or target samples ``[B, atoms]``. Gradients stopped."""
+        if self.kind == "categorical":
+            probs = jax.nn.softmax(next_out, axis=-1)
+            return distributional.categorical_target(ret, discount, probs, self.support())
+        if self.kind == "quantile":
+            return distributional.quantile_target(ret, discount, next_out)
+        return jax.lax.stop_gradient(ret + discount * next_out)
+
+    def loss(self, out: jax.Array, target: jax.Array, kind: str = "mse") -> jax.Array:
+        """Mean loss of the taken actions' outputs ``[B]`` / ``[B, atoms]`` to :meth:`target`'s."""
+        if self.kind == "categorical":
+            return jnp.mean(distributional.categorical_loss(out, target))
+        if self.kind == "quantile":
+            levels = distributional.quantile_levels(self.atoms)
+            return jnp.mean(distributional.quantile_huber_loss(out, levels, target, self.kappa))
+        return td_loss(out, target, kind)
+
+    def clipped(self, ret: jax.Array, discount: jax.Array, next_out: jax.Array) -> jax.Array:
+        """Categorical only: the fraction ``[]`` of the target's probability mass
+        whose atom ``r + γ' z_j`` fell outside ``[v_min, v_max]`` (and was moved
+        to its edge): near 0 when the support holds the returns."""
+        z = self.support()
+        atoms = ret[..., None] + discount[..., None] * z
+        outside = (atoms < z[0]) | (atoms > z[-1])
+        return jnp.mean(jnp.sum(jax.nn.softmax(next_out, axis=-1) * outside, axis=-1))
+
+
+def value_head(algo: Any) -> ValueHead:
+    """The head ``algo`` declares: its ``value`` field (``categorical`` with
+    ``atoms``/``v_min``/``v_max``, ``quantile`` with ``quantiles``/``kappa``),
+    else one value per action."""
+    kind = getattr(algo, "value", "scalar")
+    if kind == "categorical":
+        return ValueHead(kind, algo.atoms, float(algo.v_min), float(algo.v_max))
+    if kind == "quantile":
+        return ValueHead(kind, algo.quantiles, kappa=float(algo.kappa))
+    return ValueHead()
+
+
 def make_q_network(algo: Any, env: Env, torso: nn.Module | None = None, perf: bool = False) -> QNetwork:
     """The Q-network for ``env``'s discrete actions: ``torso`` (default: the
-    registered ``algo.network``, with ``algo.norm``) under a linear or dueling head."""
+    registered ``algo.network``, with ``algo.norm``) under a linear or dueling head
+    with :func:`value_head`'s outputs per action."""
     if not isinstance(env.action_space, Discrete):
         raise TypeError(f"algo={algo.name} needs discrete actions; {env.name} has {env.action_space}")
     if torso is None:
         torso = make_torso(algo.network, algo, env.obs_shape)
-    return QNetwork(env.action_space.n, torso, algo.dueling, perf)
+    return QNetwork(env.action_space.n, torso, algo.dueling, perf, atoms=value_head(algo).atoms)
 
 
 def q_loss(
@@ -45,7 +134,23 @@ def q_loss(
     return loss, LossMetrics(loss, jnp.mean(q))
 
 
+_HEAD_LOSS = {"categorical": "cross_entropy", "quantile": "quantile_huber"}
+
+
 def validate_q_network(algo: Any) -> None:
-    """The Q-network settings PQN and DQN share (their ranges are the fields' own)."""
+    """The Q-network settings the Q-learners share (their ranges are the fields'
+    own): the torso, the loss (a distributional head has its own), and a
+    categorical support that is an interval."""
     validate_torso(algo)
-    require_one_of("algo.loss", algo.loss, ("mse", "huber"), "mse")
+    kind = getattr(algo, "value", "scalar")
+    if kind == "scalar":
+        require_one_of("algo.loss", algo.loss, ("mse", "huber"), "mse")
+        return
+    require_one_of("algo.loss", algo.loss, (_HEAD_LOSS[kind],), _HEAD_LOSS[kind])
+    if kind == "categorical" and not algo.v_min < algo.v_max:
+        raise ConfigError(
+            "algo.v_max",
+            algo.v_max,
+            f"must be above algo.v_min={algo.v_min} (the support runs from v_min to v_max)",
+            "pass a v_min below v_max that brackets the discounted returns, e.g. algo.v_min=0 algo.v_max=100",
+        )

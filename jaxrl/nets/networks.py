@@ -236,21 +236,32 @@ class ActorCritic(nn.Module):
 class QNetwork(nn.Module):
     """Action values ``obs [..., *obs_shape] → Q [..., n]`` for ``n`` discrete actions:
     ``torso`` under a linear head, or under a dueling head (Wang et al., 2016,
-    arXiv:1511.06581), ``Q = V + A − mean_a A``. ``perf`` as :class:`ActorCritic`'s."""
+    arXiv:1511.06581), ``Q = V + A − mean_a A``. With ``atoms > 0`` each action
+    gets a distribution instead, ``[..., n, atoms]`` (categorical logits or quantile
+    locations; dueling combines them per atom, as Rainbow does). ``perf`` as
+    :class:`ActorCritic`'s."""
 
     action_dim: int
     torso: nn.Module
     dueling: bool = False
     perf: bool = False
+    atoms: int = 0  # 0: one value per action; else a distribution of this many per action
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         x = with_perf(self.torso, self.perf).clone(parent=self, name="q_torso")(obs)
+        per_action = max(self.atoms, 1)
+
+        def shaped(y: jax.Array) -> jax.Array:
+            return y if self.atoms == 0 else y.reshape(*y.shape[:-1], -1, self.atoms)
+
         if not self.dueling:
-            return dense(self.action_dim, 1.0, name="q_head", perf=self.perf)(x)
-        advantage = dense(self.action_dim, 1.0, name="advantage_head", perf=self.perf)(x)
-        value = dense(1, 1.0, name="value_head", perf=self.perf)(x)
-        return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+            return shaped(dense(self.action_dim * per_action, 1.0, name="q_head", perf=self.perf)(x))
+        advantage = shaped(dense(self.action_dim * per_action, 1.0, name="advantage_head", perf=self.perf)(x))
+        value = shaped(dense(per_action, 1.0, name="value_head", perf=self.perf)(x))
+        if self.atoms == 0:
+            return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+        return value + advantage - jnp.mean(advantage, axis=-2, keepdims=True)
 
 
 class TwinCritic(nn.Module):

@@ -1,0 +1,226 @@
+"""C51 and QR-DQN (the DQN learner with a distributional head) against float64
+loops: one gradient step's loss and target on a batch with terminated,
+truncated and running transitions, one-step and n-step windows, double and
+plain bootstrap actions; the scalar head gives DQN's targets; the dueling
+distributional head; and the settings a user can get wrong, through the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl.algos import dqn
+from jaxrl.algos.qvalue import ValueHead, value_head
+from jaxrl.nets.networks import MLP, QNetwork
+from jaxrl.rl import optim
+
+N_ACTIONS, OBS = 3, 4
+
+
+def _batch(seed: int, batch: int, n: int):
+    """Transitions ``[B]`` (n == 1) or windows ``[B, n]``: about a fifth end by
+    termination and a fifth by truncation (done, not terminated)."""
+    rng = np.random.default_rng(seed)
+    shape = (batch,) if n == 1 else (batch, n)
+    ends = rng.choice(3, size=shape, p=[0.6, 0.2, 0.2])  # 0 running, 1 terminated, 2 truncated
+    return dqn.Transition(
+        obs=jnp.asarray(rng.normal(size=(*shape, OBS)), jnp.float32),
+        action=jnp.asarray(rng.integers(0, N_ACTIONS, size=shape), jnp.int32),
+        reward=jnp.asarray(rng.normal(scale=2.0, size=shape), jnp.float32),
+        terminated=jnp.asarray(ends == 1),
+        done=jnp.asarray(ends > 0),
+        next_obs=jnp.asarray(rng.normal(size=(*shape, OBS)), jnp.float32),
+    )
+
+
+def _setup(algo, seed: int = 0):
+    head = value_head(algo)
+    network = QNetwork(N_ACTIONS, MLP((32,), "tanh"), algo.dueling, atoms=head.atoms)
+    params = network.init(jax.random.key(seed), jnp.zeros((1, OBS)))
+    # a target network that differs from the online one, so double and plain choices differ
+    target = network.init(jax.random.key(seed + 1), jnp.zeros((1, OBS)))
+    opt = optim.make(None)
+    state = dqn.DQNState(
+        params=params,
+        target_params=target,
+        opt_state=opt.init(params),
+        buffer=None,
+        env_state=None,
+        obs=None,
+        key=jax.random.key(0),
+        epsilon=jnp.zeros(()),
+        steps=jnp.zeros((), jnp.int32),
+    )
+    return head, network, state, opt
+
+
+def _terms_loop(batch, gamma: float, scale: float):
+    """(R, discount, index of the bootstrap step) per item, float64, one transition at a time."""
+    reward, term, done = (np.asarray(x, np.float64) for x in (batch.reward, batch.terminated, batch.done))
+    if reward.ndim == 1:
+        return scale * reward, gamma * (1.0 - term), np.zeros(len(reward), int)
+    rets, discounts, lasts = [], [], []
+    for b in range(reward.shape[0]):
+        ret, k = 0.0, 0
+        for k in range(reward.shape[1]):
+            ret += gamma**k * scale * reward[b, k]
+            if done[b, k]:
+                break
+        rets.append(ret)
+        discounts.append(gamma ** (k + 1) * (1.0 - term[b, k]))
+        lasts.append(k)
+    return np.array(rets), np.array(discounts), np.array(lasts)
+
+
+def _project(atoms, probs, z):
+    """Bellemare et al.'s Algorithm 1, float64, one atom at a time."""
+    dz, out = z[1] - z[0], np.zeros_like(z)
+    for x, p in zip(atoms, probs, strict=True):
+        b = (min(max(x, z[0]), z[-1]) - z[0]) / dz
+        lo, hi = int(np.floor(b)), int(np.ceil(b))
+        if lo == hi:
+            out[lo] += p
+        else:
+            out[lo] += p * (hi - b)
+            out[hi] += p * (b - lo)
+    return out
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: float, scale: float) -> float:
+    """The loss of one gradient step, from the networks' float64 outputs, item by item."""
+    ret, discount, last = _terms_loop(batch, gamma, scale)
+    first = batch if batch.reward.ndim == 1 else jax.tree.map(lambda x: x[:, 0], batch)
+    next_obs = batch.next_obs if batch.reward.ndim == 1 else batch.next_obs[np.arange(len(last)), last]
+    out = np.asarray(network.apply(state.params, first.obs), np.float64)
+    next_target = np.asarray(network.apply(state.target_params, next_obs), np.float64)
+    next_online = np.asarray(network.apply(state.params, next_obs), np.float64)
+    z = np.linspace(head.v_min, head.v_max, head.atoms) if head.kind == "categorical" else None
+    losses = []
+    for b in range(len(ret)):
+        chooser = next_online[b] if double else next_target[b]
+        if head.kind == "categorical":
+            means = [float(_softmax(chooser[a]) @ z) for a in range(N_ACTIONS)]
+        elif head.kind == "quantile":
+            means = [float(np.mean(chooser[a])) for a in range(N_ACTIONS)]
+        else:
+            means = list(chooser)
+        best = int(np.argmax(means))
+        taken = out[b, int(first.action[b])]
+        if head.kind == "categorical":
+            target = _project(ret[b] + discount[b] * z, _softmax(next_target[b, best]), z)
+            logp = taken - np.log(np.sum(np.exp(taken - taken.max()))) - taken.max()
+            losses.append(-np.sum(target * logp))
+        elif head.kind == "quantile":
+            samples = ret[b] + discount[b] * next_target[b, best]
+            taus = (2 * np.arange(1, head.atoms + 1) - 1) / (2 * head.atoms)
+            total = 0.0
+            for i in range(head.atoms):
+                for j in range(len(samples)):
+                    u = samples[j] - taken[i]
+                    if head.kappa == 0:  # the plain quantile loss
+                        rho = abs(u)
+                    elif abs(u) <= head.kappa:
+                        rho = 0.5 * u * u / head.kappa
+                    else:
+                        rho = abs(u) - 0.5 * head.kappa
+                    total += abs(taus[i] - (u < 0)) * rho / len(samples)
+            losses.append(total)
+        else:
+            losses.append((ret[b] + discount[b] * next_target[b, best] - taken) ** 2)
+    return float(np.mean(losses)) * (0.5 if head.kind == "scalar" else 1.0)
+
+
+CASES = [
+    (dqn.C51Config(atoms=11, v_min=-5.0, v_max=5.0), 1, True),
+    (dqn.C51Config(atoms=11, v_min=-5.0, v_max=5.0, n_step=3), 3, False),
+    (dqn.C51Config(atoms=7, v_min=-2.0, v_max=8.0, dueling=True), 1, False),
+    (dqn.QRDQNConfig(quantiles=8), 1, True),
+    (dqn.QRDQNConfig(quantiles=5, kappa=0.5, n_step=3, dueling=True), 3, True),
+    (dqn.QRDQNConfig(quantiles=6, kappa=0.0), 1, False),
+    (dqn.DQNConfig(loss="mse", n_step=3), 3, True),
+]
+
+
+@pytest.mark.parametrize("algo,n,double", CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_one_gradient_steps_loss_equals_a_float64_loop(algo, n, double):
+    algo = dataclasses.replace(algo, double=double)
+    head, network, state, opt = _setup(algo)
+    batch = _batch(n * 10 + int(double), 64, n)
+    hp = SimpleNamespace(gamma=0.9, reward_scale=0.5, lr=1e-3, max_grad_norm=10.0, tau=1.0)
+    _, (loss, q, target, grad_norm, clipped) = dqn.gradient_step(state, batch, hp, network, algo, opt)
+    expected = _oracle_loss(head, network, state, batch, double, 0.9, 0.5)
+    np.testing.assert_allclose(float(loss), expected, rtol=2e-5, atol=1e-6)
+    assert np.isfinite(float(grad_norm)) and float(grad_norm) > 0
+    if head.kind != "categorical":
+        assert float(clipped) == 0.0
+
+
+def test_the_scalar_head_gives_dqns_targets():
+    """With no distribution, the step's mean target is dqn_targets' (the public piece)."""
+    algo = dqn.DQNConfig(n_step=3)
+    _, network, state, opt = _setup(algo)
+    batch = _batch(5, 32, 3)
+    hp = SimpleNamespace(gamma=0.97, reward_scale=1.0, lr=1e-3, max_grad_norm=10.0, tau=1.0)
+    _, (_, _, target, _, _) = dqn.gradient_step(state, batch, hp, network, algo, opt)
+    next_obs = dqn.bootstrap_obs(batch)
+    ys = dqn.dqn_targets(
+        batch, network.apply(state.target_params, next_obs), network.apply(state.params, next_obs), 0.97
+    )
+    np.testing.assert_allclose(float(target), float(jnp.mean(ys)), rtol=1e-6)
+
+
+def test_the_clipped_share_counts_target_mass_outside_the_support():
+    head = ValueHead("categorical", 5, -1.0, 1.0)
+    next_out = jnp.zeros((2, 5))  # uniform: each atom 1/5
+    # item 0: r = 0.5, γ' = 1: atoms -0.5 … 1.5, one of five above 1; item 1: terminal, r = 3: all outside
+    clipped = head.clipped(jnp.array([0.5, 3.0]), jnp.array([1.0, 0.0]), next_out)
+    np.testing.assert_allclose(float(clipped), (1 / 5 + 1.0) / 2, rtol=1e-6)
+
+
+def test_the_dueling_distributional_head_centres_advantages_per_atom():
+    network = QNetwork(N_ACTIONS, MLP((8,), "tanh"), dueling=True, atoms=4)
+    params = network.init(jax.random.key(0), jnp.zeros((1, OBS)))
+    out = network.apply(params, jnp.ones((2, OBS)))
+    assert out.shape == (2, N_ACTIONS, 4)
+    # Q = V + A − mean_a A: the mean over actions is V, per atom
+    inner = params["params"]
+    x = jnp.tanh(jnp.ones((2, OBS)) @ inner["q_torso"]["Dense_0"]["kernel"] + inner["q_torso"]["Dense_0"]["bias"])
+    v = x @ inner["value_head"]["kernel"] + inner["value_head"]["bias"]
+    np.testing.assert_allclose(np.asarray(out.mean(axis=1)), np.asarray(v), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "args,field",
+    [
+        (("algo=c51", "algo.v_min=10", "algo.v_max=10"), "algo.v_max=10"),
+        (("algo=c51", "algo.atoms=1"), "algo.atoms=1"),
+        (("algo=c51", "algo.loss=mse"), "algo.loss=mse"),
+        (("algo=qrdqn", "algo.quantiles=0"), "algo.quantiles=0"),
+        (("algo=qrdqn", "algo.kappa=-1"), "algo.kappa=-1"),
+        (("algo=dqn", "algo.atoms=51"), "algo.atoms"),
+    ],
+)
+def test_bad_distributional_settings_are_one_line_and_exit_2(args, field, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrl.train", "env=cartpole", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "fix:" in lines[0], proc.stderr
+    assert not (tmp_path / "runs").exists()
