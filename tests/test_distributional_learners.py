@@ -201,18 +201,19 @@ def test_the_dueling_distributional_head_centres_advantages_per_atom():
     np.testing.assert_allclose(np.asarray(out.mean(axis=1)), np.asarray(v), atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "args,field",
-    [
-        (("algo=c51", "algo.v_min=10", "algo.v_max=10"), "algo.v_max=10"),
-        (("algo=c51", "algo.atoms=1"), "algo.atoms=1"),
-        (("algo=c51", "algo.loss=mse"), "algo.loss=mse"),
-        (("algo=qrdqn", "algo.quantiles=0"), "algo.quantiles=0"),
-        (("algo=qrdqn", "algo.kappa=-1"), "algo.kappa=-1"),
-        (("algo=dqn", "algo.atoms=51"), "algo.atoms"),
-    ],
-)
-def test_bad_distributional_settings_are_one_line_and_exit_2(args, field, tmp_path):
+BAD = [
+    (("algo=c51", "algo.v_min=10", "algo.v_max=10"), "algo.v_max=10"),
+    (("algo=c51", "algo.atoms=1"), "algo.atoms=1"),
+    (("algo=c51", "algo.loss=mse"), "algo.loss=mse"),
+    (("algo=qrdqn", "algo.quantiles=0"), "algo.quantiles=0"),
+    (("algo=qrdqn", "algo.kappa=-1"), "algo.kappa=-1"),
+    (("algo=dqn", "algo.atoms=51"), "algo.atoms"),
+]
+
+
+def test_a_bad_support_stops_the_cli_in_one_line_with_exit_2(tmp_path):
+    """As users run it: a subprocess, nothing written."""
+    args, field = BAD[0]
     proc = subprocess.run(
         [sys.executable, "-m", "jaxrl.train", "env=cartpole", *args],
         capture_output=True,
@@ -223,4 +224,15 @@ def test_bad_distributional_settings_are_one_line_and_exit_2(args, field, tmp_pa
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "fix:" in lines[0], proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("args,field", BAD[1:])
+def test_bad_distributional_settings_are_one_line_and_exit_2(args, field, tmp_path, capsys, monkeypatch):
+    from jaxrl import train
+
+    monkeypatch.chdir(tmp_path)
+    assert train.main(["env=cartpole", *args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "fix:" in lines[0], lines
     assert not (tmp_path / "runs").exists()

@@ -202,6 +202,20 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "eval.episodes": "4",
     },
     "python -m jaxrl.train env=pendulum algo=td3 seeds=4": None,
+    # C51 and QR-DQN (tests/test_value_readme.py; docs/distributional.md)
+    "python -m jaxrl.train env=cartpole algo=c51 seeds=16": {
+        "seeds": "2",
+        "total_timesteps": "60000",
+        "num_evals": "2",
+        "eval.episodes": "4",
+    },
+    "python -m jaxrl.train env=cartpole algo=qrdqn seeds=16": {"seeds": "2", "num_evals": "2", "eval.episodes": "4"},
+    "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": {
+        "seeds": "2",
+        "total_timesteps": "10000",
+        "num_evals": "1",
+        "eval.episodes": "2",
+    },
     "python -m jaxrl.train env=acrobot algo=pqn seeds=8": {"seeds": "4", "num_evals": "2", "eval.episodes": "4"},
     "python -m jaxrl.train env=mountaincar algo=pqn seeds=8": {"seeds": "2", "num_evals": "2", "eval.episodes": "4"},
     "python -m jaxrl.train env=mountaincar-continuous algo=td3 seeds=8": {

@@ -1,4 +1,4 @@
-"""The docs' PQN, DQN and TD3 commands, the way a user runs them (the CLI's
+"""The docs' PQN, DQN, C51, QR-DQN and TD3 commands, the way a user runs them (the CLI's
 default device layout, runs under the user's runs/): learning at CI budgets,
 then evaluate, load_policy and export of what they trained."""
 
@@ -16,7 +16,10 @@ from tests.test_readme import COMMANDS
 
 PQN_CARTPOLE = "python -m jaxrl.train env=cartpole algo=pqn seeds=16"
 TD3_PENDULUM = "python -m jaxrl.train env=pendulum algo=td3 seeds=4"
-VALUE = [c for c in COMMANDS if re.search(r"algo=(pqn|dqn|td3)\b", c) and c.startswith("python -m jaxrl.train")]
+C51_CARTPOLE = "python -m jaxrl.train env=cartpole algo=c51 seeds=16"
+VALUE = [
+    c for c in COMMANDS if re.search(r"algo=(pqn|dqn|c51|qrdqn|td3)\b", c) and c.startswith("python -m jaxrl.train")
+]
 NOISE_SWEEP = next(c for c in COMMANDS if c.startswith("python -m jaxrl.sweep") and "algo=td3" in c)
 # at the CI budgets of COMMANDS: (statistic, floor) each run must reach ("min": every seed's final
 # return). Random play: CartPole ≈ 20, Pendulum ≈ −1200, Acrobot −500, MountainCar −200 (the flag
@@ -29,6 +32,9 @@ LEARNS = {
     "python -m jaxrl.train env=mountaincar algo=pqn seeds=8": ("min", -150.0),  # seeds 0, 1: −104, −99
     "python -m jaxrl.train env=mountaincar-continuous algo=td3 seeds=8": ("min", 50.0),  # ≈ 90 from 18k steps
     "python -m jaxrl.train env=Breakout-MinAtar algo=pqn seeds=2": ("iqm", 2.0),
+    C51_CARTPOLE: ("iqm", 100.0),  # 60k steps: 170, 500
+    "python -m jaxrl.train env=cartpole algo=qrdqn seeds=16": ("iqm", 200.0),  # the preset's budget: 484, 271
+    "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": ("iqm", -300.0),  # 10k steps: −97, −169
 }
 
 
@@ -63,7 +69,12 @@ def td3_run(home):
     return _train(TD3_PENDULUM, home)
 
 
-@pytest.mark.parametrize("command", [c for c in VALUE if c not in (PQN_CARTPOLE, TD3_PENDULUM)])
+@pytest.fixture(scope="module")
+def c51_run(home):
+    return _train(C51_CARTPOLE, home)
+
+
+@pytest.mark.parametrize("command", [c for c in VALUE if c not in (PQN_CARTPOLE, TD3_PENDULUM, C51_CARTPOLE)])
 def test_value_presets_learn(command, home):
     _train(command, home)
 
@@ -81,10 +92,11 @@ def test_the_noise_sweep_compares_white_and_correlated_noise(home):
     assert all(r["runs"] == 2 and np.isfinite(r["iqm"]) for r in rows)
 
 
-@pytest.mark.parametrize("which", ["pqn", "td3"])
+@pytest.mark.parametrize("which", ["pqn", "c51", "td3"])
 def test_evaluate_load_policy_and_export_reproduce_the_trainer(which, request, home):
     """evaluate replays the in-program deterministic evaluation exactly;
-    load_policy is the greedy action (argmax Q) or the noise-free actor; the
+    load_policy is the greedy action (argmax Q; C51: of the distribution's
+    mean on its support) or the noise-free actor; the
     exported artifact, run without jaxrl, gives load_policy's actions."""
     import jax
 
@@ -97,7 +109,7 @@ def test_evaluate_load_policy_and_export_reproduce_the_trainer(which, request, h
     result = json.loads((run_dir / "evaluation.json").read_text())
     assert [s["mean"] for s in result["seeds"]] == summary["final_eval_return"]
 
-    dim = 4 if which == "pqn" else 3
+    dim = 3 if which == "td3" else 4
     obs = jax.random.uniform(jax.random.key(0), (64, dim), minval=-0.5, maxval=0.5)
     act = jaxrl.load_policy(str(run_dir), seed=1)
     actions = np.asarray(jax.jit(act)(obs, jax.random.key(1)))
@@ -106,6 +118,13 @@ def test_evaluate_load_policy_and_export_reproduce_the_trainer(which, request, h
     if which == "pqn":
         q = trained.trainer.agent.network.apply(state.params, obs)
         np.testing.assert_array_equal(actions, np.argmax(np.asarray(q), axis=-1))
+    elif which == "c51":
+        logits = np.asarray(trained.trainer.agent.network.apply(state.params, obs), np.float64)  # [64, 2, atoms]
+        algo = trained.config.algo
+        z = np.linspace(algo.v_min, algo.v_max, algo.atoms)
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        q = (probs / probs.sum(-1, keepdims=True)) @ z
+        np.testing.assert_array_equal(actions, np.argmax(q, axis=-1))
     else:
         actor, _ = trained.trainer.agent.network
         mean = np.asarray(actor.apply(state.actor_params, obs))  # in [−1, 1]; Pendulum's bounds are ±2

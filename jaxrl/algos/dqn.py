@@ -414,41 +414,37 @@ def validate(config: Config) -> None:
         )
 
 
-ALGORITHM = Algorithm(
-    name="dqn",
-    config=DQNConfig,
-    make_agent=make_agent,
-    seams=("network", "optimizer", "perf"),
-    metrics=own_metrics(UpdateMetrics),
-    description="DQN: double-DQN targets, optional dueling head and n-step returns, target network, on-device replay",
-    actions=("discrete",),
-    warmup=replay.warmup,
-    presets=load_presets("dqn"),
-    validate=validate,
-)
+def _declare(name: str, config: type, metrics: type, description: str) -> Algorithm:
+    """One member of the DQN family: the same learner, its own config, metrics and presets."""
+    return Algorithm(
+        name=name,
+        config=config,
+        make_agent=make_agent,
+        seams=("network", "optimizer", "perf"),
+        metrics=own_metrics(metrics),
+        description=description,
+        actions=("discrete",),
+        warmup=replay.warmup,
+        presets=load_presets(name),
+        validate=validate,
+    )
 
-C51 = Algorithm(
-    name="c51",
-    config=C51Config,
-    make_agent=make_agent,
-    seams=("network", "optimizer", "perf"),
-    metrics=own_metrics(C51Metrics),
-    description="C51: DQN with a categorical return distribution per action (projected Bellman target)",
-    actions=("discrete",),
-    warmup=replay.warmup,
-    presets=load_presets("c51"),
-    validate=validate,
-)
 
-QRDQN = Algorithm(
-    name="qrdqn",
-    config=QRDQNConfig,
-    make_agent=make_agent,
-    seams=("network", "optimizer", "perf"),
-    metrics=own_metrics(UpdateMetrics),
-    description="QR-DQN: DQN learning the return's quantiles by quantile-Huber regression",
-    actions=("discrete",),
-    warmup=replay.warmup,
-    presets=load_presets("qrdqn"),
-    validate=validate,
+ALGORITHM = _declare(
+    "dqn",
+    DQNConfig,
+    UpdateMetrics,
+    "DQN: double-DQN targets, optional dueling head and n-step returns, target network, on-device replay",
+)
+C51 = _declare(
+    "c51",
+    C51Config,
+    C51Metrics,
+    "C51: DQN with a categorical return distribution per action (projected Bellman target)",
+)
+QRDQN = _declare(
+    "qrdqn",
+    QRDQNConfig,
+    UpdateMetrics,
+    "QR-DQN: DQN learning the return's quantiles by quantile-Huber regression",
 )
