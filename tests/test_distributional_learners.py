@@ -1,5 +1,5 @@
-"""C51 and QR-DQN (the DQN learner with a distributional head) against float64
-loops: one gradient step's loss and target on a batch with terminated,
+"""C51, QR-DQN and IQN (the DQN learner with a distributional head) against
+float64 loops: one gradient step's loss and target on a batch with terminated,
 truncated and running transitions, one-step and n-step windows, double and
 plain bootstrap actions; the scalar head gives DQN's targets; the dueling
 distributional head; and the settings a user can get wrong, through the CLI."""
@@ -18,7 +18,7 @@ import pytest
 
 from jaxrl.algos import dqn
 from jaxrl.algos.qvalue import ValueHead, value_head
-from jaxrl.nets.networks import MLP, QNetwork
+from jaxrl.nets.networks import MLP, ImplicitQuantileNetwork, QNetwork
 from jaxrl.rl import optim
 
 N_ACTIONS, OBS = 3, 4
@@ -42,7 +42,10 @@ def _batch(seed: int, batch: int, n: int):
 
 def _setup(algo, seed: int = 0):
     head = value_head(algo)
-    network = QNetwork(N_ACTIONS, MLP((32,), "tanh"), algo.dueling, atoms=head.atoms)
+    if head.kind == "implicit":
+        network = ImplicitQuantileNetwork(N_ACTIONS, MLP((32,), "tanh"), algo.dueling, False, 16, algo.act_quantiles)
+    else:
+        network = QNetwork(N_ACTIONS, MLP((32,), "tanh"), algo.dueling, atoms=head.atoms)
     params = network.init(jax.random.key(seed), jnp.zeros((1, OBS)))
     # a target network that differs from the online one, so double and plain choices differ
     target = network.init(jax.random.key(seed + 1), jnp.zeros((1, OBS)))
@@ -98,21 +101,33 @@ def _softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: float, scale: float) -> float:
-    """The loss of one gradient step, from the networks' float64 outputs, item by item."""
+def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: float, scale: float, key=None) -> float:
+    """The loss of one gradient step, from the networks' float64 outputs, item by
+    item (IQN: at the levels ``key`` draws, the bootstrap action at the acting levels)."""
     ret, discount, last = _terms_loop(batch, gamma, scale)
     first = batch if batch.reward.ndim == 1 else jax.tree.map(lambda x: x[:, 0], batch)
     next_obs = batch.next_obs if batch.reward.ndim == 1 else batch.next_obs[np.arange(len(last)), last]
-    out = np.asarray(network.apply(state.params, first.obs), np.float64)
-    next_target = np.asarray(network.apply(state.target_params, next_obs), np.float64)
-    next_online = np.asarray(network.apply(state.params, next_obs), np.float64)
+    taus = next_taus = None
+    if head.kind == "implicit":
+        taus, next_taus = head.sample_levels(key, len(ret))
+
+    def apply(params, obs, levels):
+        return np.asarray(network.apply(params, obs) if levels is None else network.apply(params, obs, levels), float)
+
+    out = apply(state.params, first.obs, taus)
+    next_target = apply(state.target_params, next_obs, next_taus)
+    if head.kind == "implicit":  # the bootstrap action: the mean over the evenly spaced acting levels
+        next_online = apply(state.params if double else state.target_params, next_obs, None)
+        double = True
+    else:
+        next_online = apply(state.params, next_obs, None)
     z = np.linspace(head.v_min, head.v_max, head.atoms) if head.kind == "categorical" else None
     losses = []
     for b in range(len(ret)):
         chooser = next_online[b] if double else next_target[b]
         if head.kind == "categorical":
             means = [float(_softmax(chooser[a]) @ z) for a in range(N_ACTIONS)]
-        elif head.kind == "quantile":
+        elif head.kind in ("quantile", "implicit"):
             means = [float(np.mean(chooser[a])) for a in range(N_ACTIONS)]
         else:
             means = list(chooser)
@@ -122,9 +137,12 @@ def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: fl
             target = _project(ret[b] + discount[b] * z, _softmax(next_target[b, best]), z)
             logp = taken - np.log(np.sum(np.exp(taken - taken.max()))) - taken.max()
             losses.append(-np.sum(target * logp))
-        elif head.kind == "quantile":
+        elif head.kind in ("quantile", "implicit"):
             samples = ret[b] + discount[b] * next_target[b, best]
-            taus = (2 * np.arange(1, head.atoms + 1) - 1) / (2 * head.atoms)
+            if taus is None:
+                levels = (2 * np.arange(1, head.atoms + 1) - 1) / (2 * head.atoms)
+            else:
+                levels = np.asarray(taus[b], np.float64)
             total = 0.0
             for i in range(head.atoms):
                 for j in range(len(samples)):
@@ -135,7 +153,7 @@ def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: fl
                         rho = 0.5 * u * u / head.kappa
                     else:
                         rho = abs(u) - 0.5 * head.kappa
-                    total += abs(taus[i] - (u < 0)) * rho / len(samples)
+                    total += abs(levels[i] - (u < 0)) * rho / len(samples)
             losses.append(total)
         else:
             losses.append((ret[b] + discount[b] * next_target[b, best] - taken) ** 2)
@@ -150,6 +168,8 @@ CASES = [
     (dqn.QRDQNConfig(quantiles=5, kappa=0.5, n_step=3, dueling=True), 3, True),
     (dqn.QRDQNConfig(quantiles=6, kappa=0.0), 1, False),
     (dqn.DQNConfig(loss="mse", n_step=3), 3, True),
+    (dqn.IQNConfig(quantiles=6, act_quantiles=5), 1, True),
+    (dqn.IQNConfig(quantiles=4, act_quantiles=3, kappa=2.0, n_step=3, dueling=True), 3, False),
 ]
 
 
@@ -159,8 +179,9 @@ def test_one_gradient_steps_loss_equals_a_float64_loop(algo, n, double):
     head, network, state, opt = _setup(algo)
     batch = _batch(n * 10 + int(double), 64, n)
     hp = SimpleNamespace(gamma=0.9, reward_scale=0.5, lr=1e-3, max_grad_norm=10.0, tau=1.0)
-    _, (loss, q, target, grad_norm, clipped) = dqn.gradient_step(state, batch, hp, network, algo, opt)
-    expected = _oracle_loss(head, network, state, batch, double, 0.9, 0.5)
+    key = jax.random.key(7)
+    _, (loss, q, target, grad_norm, clipped) = dqn.gradient_step(state, batch, hp, network, algo, opt, head, key)
+    expected = _oracle_loss(head, network, state, batch, double, 0.9, 0.5, key)
     np.testing.assert_allclose(float(loss), expected, rtol=2e-5, atol=1e-6)
     assert np.isfinite(float(grad_norm)) and float(grad_norm) > 0
     if head.kind != "categorical":
@@ -208,6 +229,7 @@ BAD = [
     (("algo=qrdqn", "algo.quantiles=0"), "algo.quantiles=0"),
     (("algo=qrdqn", "algo.kappa=-1"), "algo.kappa=-1"),
     (("algo=dqn", "algo.atoms=51"), "algo.atoms"),
+    (("algo=iqn", "algo.act_quantiles=0"), "algo.act_quantiles=0"),
 ]
 
 

@@ -210,6 +210,12 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "eval.episodes": "4",
     },
     "python -m jaxrl.train env=cartpole algo=qrdqn seeds=16": {"seeds": "2", "num_evals": "2", "eval.episodes": "4"},
+    "python -m jaxrl.train env=cartpole algo=iqn seeds=8": {
+        "seeds": "2",
+        "total_timesteps": "40000",
+        "num_evals": "1",
+        "eval.episodes": "4",
+    },
     "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": {
         "seeds": "2",
         "total_timesteps": "10000",

@@ -1,4 +1,4 @@
-"""The docs' PQN, DQN, C51, QR-DQN and TD3 commands, the way a user runs them (the CLI's
+"""The docs' PQN, DQN, C51, QR-DQN, IQN and TD3 commands, the way a user runs them (the CLI's
 default device layout, runs under the user's runs/): learning at CI budgets,
 then evaluate, load_policy and export of what they trained."""
 
@@ -18,7 +18,7 @@ PQN_CARTPOLE = "python -m jaxrl.train env=cartpole algo=pqn seeds=16"
 TD3_PENDULUM = "python -m jaxrl.train env=pendulum algo=td3 seeds=4"
 C51_CARTPOLE = "python -m jaxrl.train env=cartpole algo=c51 seeds=16"
 VALUE = [
-    c for c in COMMANDS if re.search(r"algo=(pqn|dqn|c51|qrdqn|td3)\b", c) and c.startswith("python -m jaxrl.train")
+    c for c in COMMANDS if re.search(r"algo=(pqn|dqn|c51|qrdqn|iqn|td3)\b", c) and c.startswith("python -m jaxrl.train")
 ]
 NOISE_SWEEP = next(c for c in COMMANDS if c.startswith("python -m jaxrl.sweep") and "algo=td3" in c)
 # at the CI budgets of COMMANDS: (statistic, floor) each run must reach ("min": every seed's final
@@ -35,6 +35,7 @@ LEARNS = {
     C51_CARTPOLE: ("iqm", 100.0),  # 60k steps: 170, 500
     "python -m jaxrl.train env=cartpole algo=qrdqn seeds=16": ("iqm", 200.0),  # the preset's budget: 484, 271
     "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": ("iqm", -300.0),  # 10k steps: −97, −169
+    "python -m jaxrl.train env=cartpole algo=iqn seeds=8": ("iqm", 60.0),  # 40k steps: 119, 98
 }
 
 

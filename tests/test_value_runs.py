@@ -1,4 +1,4 @@
-"""PQN, DQN (with its distributional heads, C51 and QR-DQN) and TD3 through the
+"""PQN, DQN (with its distributional heads, C51, QR-DQN and IQN) and TD3 through the
 run machinery: resume equals the uninterrupted run bit for bit, sweeps and PBT
 over their traced hyperparameters, PQN's envs
 split over devices (parallel=data) agree with one device.
@@ -56,7 +56,14 @@ TD3 = [
 # the distributional heads: DQN's run with a small support / few quantiles
 C51 = ["algo=c51", "algo.atoms=11", "algo.v_min=0", "algo.v_max=50", *(a for a in DQN if a != "algo=dqn")]
 QRDQN = ["algo=qrdqn", "algo.quantiles=8", *(a for a in DQN if a != "algo=dqn")]
-RUNS = {"pqn": PQN, "dqn": DQN, "td3": TD3, "c51": C51, "qrdqn": QRDQN}
+IQN = [
+    "algo=iqn",
+    "algo.quantiles=4",
+    "algo.act_quantiles=4",
+    "algo.embedding_dim=8",
+    *(a for a in DQN if a != "algo=dqn"),
+]
+RUNS = {"pqn": PQN, "dqn": DQN, "td3": TD3, "c51": C51, "qrdqn": QRDQN, "iqn": IQN}
 
 
 @pytest.mark.parametrize("algo", list(RUNS))
@@ -89,7 +96,7 @@ PBT = {
     "pqn": "[lr,q_lambda]",
     "dqn": "[lr,tau]",
     "td3": "[exploration_noise,target_noise]",
-    "c51": "[lr,gamma]",  # QR-DQN's traced fields are C51's (one learner)
+    "c51": "[lr,gamma]",  # QR-DQN's and IQN's traced fields are C51's (one learner)
 }
 
 
@@ -114,3 +121,30 @@ def test_pqn_data_parallel_matches_one_device(tmp_path):
     relative + 1e-6 absolute of the one-device run."""
     args = [*[a for a in PQN if not a.startswith("seeds=")], "seeds=1", "checkpoint=false"]
     data_parallel_matches_one_device(args, tmp_path)
+
+
+def test_an_iqn_run_loads_and_exports_its_greedy_policy(tmp_path):
+    """load_policy acts greedily on the mean over the evenly spaced acting levels
+    (deterministic), and the exported artifact acts as load_policy does."""
+    import jax
+
+    import jaxrl
+    from jaxrl import export
+    from jaxrl.run.policy import open_run
+
+    run_dir = tmp_path / "iqn"
+    assert train.main([*IQN, f"run_dir={run_dir}"]) == 0
+    obs = jax.random.uniform(jax.random.key(0), (32, 4), minval=-0.5, maxval=0.5)
+    act = jaxrl.load_policy(str(run_dir), seed=1)
+    actions = np.asarray(act(obs, jax.random.key(1)))
+    np.testing.assert_array_equal(actions, np.asarray(act(obs, jax.random.key(2))))  # no level is drawn
+    trained = open_run(str(run_dir))
+    state = jax.tree.map(lambda x: x[1], trained.carry.states.agent)
+    quantiles = np.asarray(trained.trainer.agent.network.apply(state.params, obs))  # [32, 2, act_quantiles]
+    assert quantiles.shape == (32, 2, 4)
+    np.testing.assert_array_equal(actions, np.argmax(quantiles.mean(-1), axis=-1))
+    assert export.main([str(run_dir), "seed=1", f"out={tmp_path / 'out'}"]) == 0
+    exported = jax.export.deserialize((tmp_path / "out" / "policy.jaxexport").read_bytes())
+    params = np.load(tmp_path / "out" / "params.npz")
+    leaves = [params[n] for n in json.loads((tmp_path / "out" / "policy.json").read_text())["params"]]
+    np.testing.assert_array_equal(np.asarray(exported.call(leaves, obs, np.zeros(2, np.uint32))), actions)

@@ -2,7 +2,7 @@
 
     python experiments/bench/peers.py cartpole [--seeds 1 16] [--runs 3]   # PPO vs rejax (rows of other seed counts in --out are kept)
     python experiments/bench/peers.py sac                       # SAC on Pendulum vs rejax
-    python experiments/bench/peers.py dqn|pqn|td3|value         # DQN, PQN on CartPole, TD3 on Pendulum vs rejax (value: all three)
+    python experiments/bench/peers.py dqn|iqn|pqn|td3|value     # DQN, IQN, PQN on CartPole, TD3 on Pendulum vs rejax (value: all four)
     python experiments/bench/peers.py brax                      # PPO and SAC on brax inverted_pendulum vs brax's trainers
     python experiments/bench/peers.py all
 
@@ -398,6 +398,36 @@ def _dqn_spec() -> tuple:
     )
 
 
+def _iqn_spec() -> tuple:
+    """IQN CartPole at rejax's IQN defaults with DQN's published CartPole
+    settings (``_dqn_spec``): 64 levels per item for the online and the target
+    quantiles, 32 for the greedy action, swish 64×64 torso, kappa 1; a 20k-step
+    budget (an IQN step costs about 64 DQN heads on a CPU)."""
+    _, dqn_ours, (_, _, dqn_peer), _, _ = _dqn_spec()
+    total = 20_000
+    ours = [a for a in dqn_ours if not a.startswith(("algo=", "total_timesteps=", "algo.loss=", "algo.dueling="))]
+    ours = [
+        "algo=iqn",
+        f"total_timesteps={total}",
+        "algo.quantiles=64",
+        "algo.act_quantiles=32",
+        "algo.embedding_dim=64",
+        *ours,
+    ]
+    peer = {k: v for k, v in dqn_peer.items() if k not in ("agent", "agent_kwargs", "ddqn")}
+    peer.update(agent_kwargs={"activation": "swish"}, num_tau_samples=64, num_tau_prime_samples=64, kappa=1.0)
+    return (
+        "IQN CartPole-v1 (10 envs, UTD 0.5, batch 100, 64×64, 64 + 64 levels, 20k steps)",
+        ours,
+        ("iqn", "CartPole-v1", peer),
+        total,
+        "jaxrl runs the torso once per item and every level through the embedding (rejax runs the whole network once per level), "
+        "bootstraps from a target network at the online network's greedy action over 32 evenly spaced levels (rejax: "
+        "its online network, sampled levels); ReLU after the level product (rejax: swish); global vs per-element "
+        "gradient clipping; jaxrl bootstraps time-limit truncations",
+    )
+
+
 def _pqn_spec() -> tuple:
     """PQN CartPole at rejax's published config: 16 envs × 128 steps, 5 epochs ×
     16 minibatches, LayerNorm 64×64, lr 3e-4, λ 0.9, ε 1 → 0.05 over half the
@@ -494,7 +524,14 @@ def _td3_spec() -> tuple:
     )
 
 
-SPECS = {"cartpole": _cartpole_spec, "sac": _sac_spec, "dqn": _dqn_spec, "pqn": _pqn_spec, "td3": _td3_spec}
+SPECS = {
+    "cartpole": _cartpole_spec,
+    "sac": _sac_spec,
+    "dqn": _dqn_spec,
+    "iqn": _iqn_spec,
+    "pqn": _pqn_spec,
+    "td3": _td3_spec,
+}
 
 
 def _brax_trainer(train_fn, total: int, **kwargs) -> dict[str, Any]:
@@ -638,7 +675,7 @@ def main() -> None:
     from jaxrl.perf import platform as jaxrl_platform
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", choices=["cartpole", "sac", "dqn", "pqn", "td3", "value", "brax", "all"])
+    parser.add_argument("which", choices=["cartpole", "sac", "dqn", "iqn", "pqn", "td3", "value", "brax", "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--out", default=OUT)
     parser.add_argument(
@@ -680,7 +717,12 @@ def main() -> None:
         results["pendulum_sac"] = _merge(
             results.get("pendulum_sac"), _versus_rejax("sac", args.seeds, args.cold_repeats, args.runs)
         )
-    for which, key in (("dqn", "cartpole_dqn"), ("pqn", "cartpole_pqn"), ("td3", "pendulum_td3")):
+    for which, key in (
+        ("dqn", "cartpole_dqn"),
+        ("iqn", "cartpole_iqn"),
+        ("pqn", "cartpole_pqn"),
+        ("td3", "pendulum_td3"),
+    ):
         if args.which in (which, "value", "all"):
             results[key] = _merge(results.get(key), _versus_rejax(which, args.seeds, args.cold_repeats, args.runs))
     if args.which in ("brax", "all"):

@@ -19,7 +19,9 @@ is ``algo=c51`` (categorical, Bellemare et al. 2017, arXiv:1707.06887) and
 ``algo=qrdqn`` (quantile regression, Dabney et al. 2018, arXiv:1710.10044): the
 bootstrap action is the greedy one under the distribution's mean (the online
 network's with ``double``), and the target ``R⁽ⁿ⁾ + γᵐ (1 − terminated) Z̄(s'_m, a*)``
-is projected onto the support (C51) or kept as samples (QR-DQN).
+is projected onto the support (C51) or kept as samples (QR-DQN); ``algo=iqn``
+(implicit quantiles, Dabney, Ostrovski, Silver & Munos 2018, arXiv:1806.06923)
+draws the levels of both networks' quantiles afresh for every item and step.
 
 Pure pieces: :func:`bootstrap_terms`, :func:`dqn_targets`, :func:`gradient_step`, :func:`make_agent`.
 """
@@ -43,7 +45,6 @@ from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
 from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Env
-from jaxrl.nets.networks import QNetwork
 from jaxrl.nets.networks import init as init_network
 from jaxrl.rl import buffers, optim
 from jaxrl.rl.qlearning import epsilon_greedy, linear_epsilon, n_step_return, q_target
@@ -52,6 +53,7 @@ __all__ = [
     "DQNConfig",
     "C51Config",
     "QRDQNConfig",
+    "IQNConfig",
     "HParams",
     "DQNState",
     "Transition",
@@ -65,6 +67,7 @@ __all__ = [
     "ALGORITHM",
     "C51",
     "QRDQN",
+    "IQN",
 ]
 
 
@@ -127,6 +130,20 @@ class QRDQNConfig(DQNConfig):
     quantiles: int = setting(50, check=Range(1, integer=True))  # quantile locations per action
     kappa: float = setting(1.0, check=Range(0.0))  # quantile Huber threshold (0: the plain quantile loss)
     loss: str = "quantile_huber"  # the quantile head's (not settable)
+
+
+@dataclass(frozen=True)
+class IQNConfig(DQNConfig):
+    """IQN (Dabney, Ostrovski, Silver & Munos, 2018): DQN learning the return's
+    quantile function, at levels drawn afresh for every item and step."""
+
+    value: ClassVar[str] = "implicit"
+    name: str = "iqn"
+    quantiles: int = setting(32, check=Range(1, integer=True))  # levels drawn per item for each network (N = N')
+    act_quantiles: int = setting(32, check=Range(1, integer=True))  # evenly spaced levels whose mean Q acts (K)
+    embedding_dim: int = setting(64, check=Range(1, integer=True))  # cosine features of a level
+    kappa: float = setting(1.0, check=Range(0.0))  # quantile Huber threshold (0: the plain quantile loss)
+    loss: str = "quantile_huber"  # the implicit head's (not settable)
 
 
 class Transition(NamedTuple):
@@ -221,22 +238,33 @@ def gradient_step(
     state: DQNState,
     batch: Transition,
     hp: Any,
-    network: QNetwork,
+    network: nn.Module,
     algo: Any,
     optimizer: optim.Optimizer | None = None,
     head: ValueHead | None = None,
+    key: jax.Array | None = None,
 ) -> tuple[DQNState, tuple[jax.Array, ...]]:
     """One step on a sampled batch: the head's loss (scalar: the TD loss
     :func:`jaxrl.rl.qlearning.td_loss`) of the taken actions' outputs to the target
     built from :func:`bootstrap_terms` and the target network's output at the greedy
     bootstrap action, the optimizer step, then the target move when the step count
-    reaches a multiple of ``target_update_interval``. Returns the new state and
+    reaches a multiple of ``target_update_interval``. The implicit head draws its
+    levels from ``key`` (:meth:`ValueHead.sample_levels`); the bootstrap action is
+    chosen at the evenly spaced acting levels. Returns the new state and
     ``(loss, mean Q, mean target value, grad norm, clipped share)``."""
     head = value_head(algo) if head is None else head
     first = batch if batch.reward.ndim == 1 else jax.tree.map(lambda x: x[:, 0], batch)
     next_obs = bootstrap_obs(batch)
-    next_target = network.apply(state.target_params, next_obs)  # [B, n(, atoms)]
-    chooser = head.q(network.apply(state.params, next_obs) if algo.double else next_target)
+    taus, next_taus = head.sample_levels(key, first.reward.shape[0]) if head.kind == "implicit" else (None, None)
+
+    def apply(params: Any, obs: jax.Array, levels: jax.Array | None) -> jax.Array:
+        return network.apply(params, obs) if levels is None else network.apply(params, obs, levels)
+
+    next_target = apply(state.target_params, next_obs, next_taus)  # [B, n(, atoms)]
+    if algo.double:
+        chooser = head.q(apply(state.params, next_obs, None))
+    else:
+        chooser = head.q(next_target if next_taus is None else apply(state.target_params, next_obs, None))
     best = jnp.argmax(chooser, axis=-1)
     next_out = _taken(next_target, best)
     ret, discount = bootstrap_terms(batch, hp.gamma, hp.reward_scale)
@@ -244,8 +272,8 @@ def gradient_step(
     clipped = head.clipped(ret, discount, next_out) if head.kind == "categorical" else jnp.zeros(())
 
     def loss_fn(params: Any) -> tuple[jax.Array, jax.Array]:
-        out = _taken(network.apply(params, first.obs), first.action.astype(jnp.int32))
-        return head.loss(out, target, algo.loss), jnp.mean(head.q(out[:, None])[:, 0])
+        out = _taken(apply(params, first.obs, taus), first.action.astype(jnp.int32))
+        return head.loss(out, target, algo.loss, taus), jnp.mean(head.q(out[:, None])[:, 0])
 
     (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     params, opt_state, grad_norm = optim.apply(
@@ -353,7 +381,12 @@ def make_agent(
         """``batch`` into the buffer, then the update's gradient steps on sampled batches."""
         state = store(state, batch)
         epsilon = state.epsilon
-        key, key_index = jax.random.split(state.key)
+        if head.kind == "implicit":  # one key per gradient step for its levels
+            key, key_index, key_levels = jax.random.split(state.key, 3)
+            level_keys = jax.random.split(key_levels, grad_steps)
+        else:
+            key, key_index = jax.random.split(state.key)
+            level_keys = None
         if algo.n_step == 1:
             index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
         else:
@@ -361,10 +394,12 @@ def make_agent(
                 state.buffer, key_index, (grad_steps, algo.batch_size), algo.n_step, num_envs
             )
 
-        def step(state: DQNState, index: jax.Array):
-            return gradient_step(state, buffers.take(state.buffer, index), hp, q_network, algo, optimizer, head)
+        def step(state: DQNState, xs: tuple[jax.Array, jax.Array | None]):
+            index, level_key = xs
+            batch = buffers.take(state.buffer, index)
+            return gradient_step(state, batch, hp, q_network, algo, optimizer, head, level_key)
 
-        state, (loss, q, target, grad_norm, clipped) = jax.lax.scan(step, state.replace(key=key), index)
+        state, (loss, q, target, grad_norm, clipped) = jax.lax.scan(step, state.replace(key=key), (index, level_keys))
         loss, q, target, grad_norm, clipped = (jnp.mean(x) for x in (loss, q, target, grad_norm, clipped))
         finite = jnp.isfinite(loss) & optim.tree_all_finite(state.params)
         loop = LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, finite)
@@ -447,4 +482,10 @@ QRDQN = _declare(
     QRDQNConfig,
     UpdateMetrics,
     "QR-DQN: DQN learning the return's quantiles by quantile-Huber regression",
+)
+IQN = _declare(
+    "iqn",
+    IQNConfig,
+    UpdateMetrics,
+    "IQN: DQN learning the return's quantile function at sampled levels (cosine level embedding)",
 )

@@ -1,6 +1,7 @@
 """What the Q-learners share (PQN and the DQN family): the Q-network over a
 registered torso with a linear or dueling head, the value heads (one value per
-action, or a categorical or quantile distribution: :class:`ValueHead`), the
+action, or a categorical, quantile or implicit quantile distribution:
+:class:`ValueHead`), the
 regression loss of ``Q(s, a)`` to given targets, and the checks of their
 network settings."""
 
@@ -17,7 +18,7 @@ from jaxrl.algos.onpolicy import validate_torso
 from jaxrl.core.checks import require_one_of
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Discrete, Env
-from jaxrl.nets.networks import QNetwork, make_torso
+from jaxrl.nets.networks import ImplicitQuantileNetwork, QNetwork, make_torso
 from jaxrl.rl import distributional
 from jaxrl.rl.qlearning import td_loss
 
@@ -47,7 +48,10 @@ class ValueHead:
       ``Φ(r + γ' z)`` (:func:`jaxrl.rl.distributional.categorical_target`);
     * ``quantile`` (QR-DQN): ``atoms`` quantile locations at the midpoints
       ``τ̂_i``, quantile Huber loss (threshold ``kappa``) to the target samples
-      ``r + γ' θ_j(s', a*)``.
+      ``r + γ' θ_j(s', a*)``;
+    * ``implicit`` (IQN): the quantiles at ``atoms`` levels drawn uniformly per
+      item and step (:meth:`sample_levels`), the target's at as many other
+      draws, the same loss at the drawn levels; acting uses evenly spaced levels.
 
     ``γ'`` is the transition's discount (``γ (1 − terminated)``, or the n-step
     product), so every head keeps termination and truncation apart the same way."""
@@ -62,7 +66,7 @@ class ValueHead:
         """Action values ``[..., n]`` of the network's output (``[..., n]`` or ``[..., n, atoms]``)."""
         if self.kind == "categorical":
             return distributional.categorical_mean(out, self.support())
-        if self.kind == "quantile":
+        if self.kind in ("quantile", "implicit"):
             return jnp.mean(out, axis=-1)
         return out
 
@@ -77,18 +81,26 @@ class ValueHead:
         if self.kind == "categorical":
             probs = jax.nn.softmax(next_out, axis=-1)
             return distributional.categorical_target(ret, discount, probs, self.support())
-        if self.kind == "quantile":
+        if self.kind in ("quantile", "implicit"):
             return distributional.quantile_target(ret, discount, next_out)
         return jax.lax.stop_gradient(ret + discount * next_out)
 
-    def loss(self, out: jax.Array, target: jax.Array, kind: str = "mse") -> jax.Array:
-        """Mean loss of the taken actions' outputs ``[B]`` / ``[B, atoms]`` to :meth:`target`'s."""
+    def loss(self, out: jax.Array, target: jax.Array, kind: str = "mse", levels: jax.Array | None = None) -> jax.Array:
+        """Mean loss of the taken actions' outputs ``[B]`` / ``[B, atoms]`` to
+        :meth:`target`'s (``levels`` ``[B, atoms]``: the implicit head's drawn levels)."""
         if self.kind == "categorical":
             return jnp.mean(distributional.categorical_loss(out, target))
-        if self.kind == "quantile":
-            levels = distributional.quantile_levels(self.atoms)
+        if self.kind in ("quantile", "implicit"):
+            levels = distributional.quantile_levels(self.atoms) if levels is None else levels
             return jnp.mean(distributional.quantile_huber_loss(out, levels, target, self.kappa))
         return td_loss(out, target, kind)
+
+    def sample_levels(self, key: jax.Array, batch: int) -> tuple[jax.Array, jax.Array]:
+        """The implicit head's levels for one gradient step: ``(τ, τ')``, each
+        ``[batch, atoms]`` uniform on [0, 1), for the online and the target network."""
+        key_online, key_target = jax.random.split(key)
+        shape = (batch, self.atoms)
+        return jax.random.uniform(key_online, shape), jax.random.uniform(key_target, shape)
 
     def clipped(self, ret: jax.Array, discount: jax.Array, next_out: jax.Array) -> jax.Array:
         """Categorical only: the fraction ``[]`` of the target's probability mass
@@ -107,20 +119,25 @@ def value_head(algo: Any) -> ValueHead:
     kind = getattr(algo, "value", "scalar")
     if kind == "categorical":
         return ValueHead(kind, algo.atoms, float(algo.v_min), float(algo.v_max))
-    if kind == "quantile":
+    if kind in ("quantile", "implicit"):
         return ValueHead(kind, algo.quantiles, kappa=float(algo.kappa))
     return ValueHead()
 
 
-def make_q_network(algo: Any, env: Env, torso: nn.Module | None = None, perf: bool = False) -> QNetwork:
+def make_q_network(
+    algo: Any, env: Env, torso: nn.Module | None = None, perf: bool = False
+) -> QNetwork | ImplicitQuantileNetwork:
     """The Q-network for ``env``'s discrete actions: ``torso`` (default: the
     registered ``algo.network``, with ``algo.norm``) under a linear or dueling head
-    with :func:`value_head`'s outputs per action."""
+    with :func:`value_head`'s outputs per action (IQN: the implicit quantile network)."""
     if not isinstance(env.action_space, Discrete):
         raise TypeError(f"algo={algo.name} needs discrete actions; {env.name} has {env.action_space}")
     if torso is None:
         torso = make_torso(algo.network, algo, env.obs_shape)
-    return QNetwork(env.action_space.n, torso, algo.dueling, perf, atoms=value_head(algo).atoms)
+    n = env.action_space.n
+    if getattr(algo, "value", "scalar") == "implicit":
+        return ImplicitQuantileNetwork(n, torso, algo.dueling, perf, algo.embedding_dim, algo.act_quantiles)
+    return QNetwork(n, torso, algo.dueling, perf, atoms=value_head(algo).atoms)
 
 
 def q_loss(
@@ -134,7 +151,7 @@ def q_loss(
     return loss, LossMetrics(loss, jnp.mean(q))
 
 
-_HEAD_LOSS = {"categorical": "cross_entropy", "quantile": "quantile_huber"}
+_HEAD_LOSS = {"categorical": "cross_entropy", "quantile": "quantile_huber", "implicit": "quantile_huber"}
 
 
 def validate_q_network(algo: Any) -> None:

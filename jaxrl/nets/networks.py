@@ -29,6 +29,7 @@ __all__ = [
     "MLP",
     "CNN",
     "ActorCritic",
+    "ImplicitQuantileNetwork",
     "QNetwork",
     "TwinCritic",
     "ACTIVATIONS",
@@ -262,6 +263,43 @@ class QNetwork(nn.Module):
         if self.atoms == 0:
             return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
         return value + advantage - jnp.mean(advantage, axis=-2, keepdims=True)
+
+
+class ImplicitQuantileNetwork(nn.Module):
+    """IQN's return quantiles at given levels (Dabney, Ostrovski, Silver & Munos,
+    2018, arXiv:1806.06923): ``(obs [..., *obs_shape], taus [..., K]) → [..., n, K]``.
+    Each level is embedded by ``ReLU(W cos(π i τ) + b)``, ``i = 0 … embedding_dim − 1``,
+    multiplied elementwise with the torso's features, passed through one more
+    dense layer with ReLU and the (optionally dueling) head. Without ``taus``,
+    the ``act_quantiles`` evenly spaced midpoints ``(2k − 1) / 2K``: a
+    deterministic greedy policy (and the shapes ``init`` sees)."""
+
+    action_dim: int
+    torso: nn.Module
+    dueling: bool = False
+    perf: bool = False
+    embedding_dim: int = 64
+    act_quantiles: int = 32
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, taus: jax.Array | None = None) -> jax.Array:
+        x = with_perf(self.torso, self.perf).clone(parent=self, name="q_torso")(obs)  # [..., d]
+        if taus is None:
+            k = self.act_quantiles
+            mid = (2.0 * jnp.arange(1, k + 1, dtype=jnp.float32) - 1.0) / (2.0 * k)
+            taus = jnp.broadcast_to(mid, x.shape[:-1] + (k,))
+        i = jnp.arange(self.embedding_dim, dtype=jnp.float32)
+        cosines = jnp.cos(jnp.pi * i * taus[..., None])  # [..., K, E]
+        width = x.shape[-1]
+        phi = nn.relu(dense(width, np.sqrt(2.0), name="tau_embedding", perf=self.perf)(cosines))
+        h = nn.relu(dense(width, np.sqrt(2.0), name="q_hidden", perf=self.perf)(x[..., None, :] * phi))
+        if not self.dueling:
+            out = dense(self.action_dim, 1.0, name="q_head", perf=self.perf)(h)  # [..., K, n]
+        else:
+            advantage = dense(self.action_dim, 1.0, name="advantage_head", perf=self.perf)(h)
+            value = dense(1, 1.0, name="value_head", perf=self.perf)(h)
+            out = value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+        return jnp.swapaxes(out, -1, -2)
 
 
 class TwinCritic(nn.Module):
