@@ -180,17 +180,9 @@ class UpdateMetrics(NamedTuple):
     lr: jax.Array
 
 
-class C51Metrics(NamedTuple):
-    """:class:`UpdateMetrics` and the share of the target's mass clipped to the support's edges."""
-
-    loop: LoopMetrics
-    loss: jax.Array
-    q: jax.Array
-    target: jax.Array
-    epsilon: jax.Array
-    grad_norm: jax.Array
-    lr: jax.Array
-    clipped: jax.Array  # fraction of target probability outside [v_min, v_max] before projection
+# UpdateMetrics and ``clipped``: the fraction of the target's probability mass
+# outside [v_min, v_max] before projection (moved to the support's edges)
+C51Metrics = NamedTuple("C51Metrics", [*UpdateMetrics.__annotations__.items(), ("clipped", jax.Array)])
 
 
 def bootstrap_terms(batch: Transition, gamma: jax.Array, reward_scale: jax.Array = 1.0) -> tuple[jax.Array, jax.Array]:
