@@ -251,18 +251,24 @@ class QNetwork(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         x = with_perf(self.torso, self.perf).clone(parent=self, name="q_torso")(obs)
-        per_action = max(self.atoms, 1)
+        return q_head(x, self.action_dim, self.dueling, self.perf, self.atoms)
 
-        def shaped(y: jax.Array) -> jax.Array:
-            return y if self.atoms == 0 else y.reshape(*y.shape[:-1], -1, self.atoms)
 
-        if not self.dueling:
-            return shaped(dense(self.action_dim * per_action, 1.0, name="q_head", perf=self.perf)(x))
-        advantage = shaped(dense(self.action_dim * per_action, 1.0, name="advantage_head", perf=self.perf)(x))
-        value = shaped(dense(per_action, 1.0, name="value_head", perf=self.perf)(x))
-        if self.atoms == 0:
-            return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
-        return value + advantage - jnp.mean(advantage, axis=-2, keepdims=True)
+def q_head(x: jax.Array, action_dim: int, dueling: bool, perf: bool, atoms: int = 0) -> jax.Array:
+    """Inside a module's ``nn.compact`` method: features ``[..., d]`` → ``[..., n]``
+    (``atoms > 0``: ``[..., n, atoms]``) by a linear head, or a dueling one whose
+    advantages are centred over the actions (per atom)."""
+    per_action = max(atoms, 1)
+
+    def shaped(y: jax.Array) -> jax.Array:
+        return y if atoms == 0 else y.reshape(*y.shape[:-1], -1, atoms)
+
+    if not dueling:
+        return shaped(dense(action_dim * per_action, 1.0, name="q_head", perf=perf)(x))
+    advantage = shaped(dense(action_dim * per_action, 1.0, name="advantage_head", perf=perf)(x))
+    value = shaped(dense(per_action, 1.0, name="value_head", perf=perf)(x))
+    action_axis = -1 if atoms == 0 else -2
+    return value + advantage - jnp.mean(advantage, axis=action_axis, keepdims=True)
 
 
 class ImplicitQuantileNetwork(nn.Module):
@@ -293,13 +299,7 @@ class ImplicitQuantileNetwork(nn.Module):
         width = x.shape[-1]
         phi = nn.relu(dense(width, np.sqrt(2.0), name="tau_embedding", perf=self.perf)(cosines))
         h = nn.relu(dense(width, np.sqrt(2.0), name="q_hidden", perf=self.perf)(x[..., None, :] * phi))
-        if not self.dueling:
-            out = dense(self.action_dim, 1.0, name="q_head", perf=self.perf)(h)  # [..., K, n]
-        else:
-            advantage = dense(self.action_dim, 1.0, name="advantage_head", perf=self.perf)(h)
-            value = dense(1, 1.0, name="value_head", perf=self.perf)(h)
-            out = value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
-        return jnp.swapaxes(out, -1, -2)
+        return jnp.swapaxes(q_head(h, self.action_dim, self.dueling, self.perf), -1, -2)  # [..., K, n] → [..., n, K]
 
 
 class TwinCritic(nn.Module):
