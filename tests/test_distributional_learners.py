@@ -20,6 +20,7 @@ from jaxrl.algos import dqn
 from jaxrl.algos.qvalue import ValueHead, value_head
 from jaxrl.nets.networks import MLP, ImplicitQuantileNetwork, QNetwork
 from jaxrl.rl import optim
+from tests.test_distributional import _project_loop  # Bellemare et al.'s Algorithm 1, float64
 
 N_ACTIONS, OBS = 3, 4
 
@@ -82,20 +83,6 @@ def _terms_loop(batch, gamma: float, scale: float):
     return np.array(rets), np.array(discounts), np.array(lasts)
 
 
-def _project(atoms, probs, z):
-    """Bellemare et al.'s Algorithm 1, float64, one atom at a time."""
-    dz, out = z[1] - z[0], np.zeros_like(z)
-    for x, p in zip(atoms, probs, strict=True):
-        b = (min(max(x, z[0]), z[-1]) - z[0]) / dz
-        lo, hi = int(np.floor(b)), int(np.ceil(b))
-        if lo == hi:
-            out[lo] += p
-        else:
-            out[lo] += p * (hi - b)
-            out[hi] += p * (b - lo)
-    return out
-
-
 def _softmax(x):
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
@@ -134,7 +121,7 @@ def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: fl
         best = int(np.argmax(means))
         taken = out[b, int(first.action[b])]
         if head.kind == "categorical":
-            target = _project(ret[b] + discount[b] * z, _softmax(next_target[b, best]), z)
+            target = _project_loop(ret[b] + discount[b] * z, _softmax(next_target[b, best]), z)
             logp = taken - np.log(np.sum(np.exp(taken - taken.max()))) - taken.max()
             losses.append(-np.sum(target * logp))
         elif head.kind in ("quantile", "implicit"):
@@ -204,10 +191,11 @@ def test_the_scalar_head_gives_dqns_targets():
 
 def test_the_clipped_share_counts_target_mass_outside_the_support():
     head = ValueHead("categorical", 5, -1.0, 1.0)
-    next_out = jnp.zeros((2, 5))  # uniform: each atom 1/5
-    # item 0: r = 0.5, γ' = 1: atoms -0.5 … 1.5, one of five above 1; item 1: terminal, r = 3: all outside
-    clipped = head.clipped(jnp.array([0.5, 3.0]), jnp.array([1.0, 0.0]), next_out)
-    np.testing.assert_allclose(float(clipped), (1 / 5 + 1.0) / 2, rtol=1e-6)
+    next_out = jnp.zeros((3, 5))  # uniform: each atom 1/5
+    # item 0: r = 0.5, γ' = 1: atoms -0.5 … 1.5, one of five above 1; item 1: terminal, r = 3: all outside;
+    # item 2: r = -1.5, γ' = 1: atoms -2.5 … -0.5, three of five below -1
+    clipped = head.clipped(jnp.array([0.5, 3.0, -1.5]), jnp.array([1.0, 0.0, 1.0]), next_out)
+    np.testing.assert_allclose(float(clipped), (1 / 5 + 1.0 + 3 / 5) / 3, rtol=1e-6)
 
 
 def test_the_dueling_distributional_head_centres_advantages_per_atom():
