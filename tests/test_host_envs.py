@@ -183,11 +183,16 @@ def test_a_hung_env_is_stopped_by_the_watchdog(tmp_path, capsys):
 
 
 def test_resume_continues_the_learner_where_it_stopped(tmp_path):
+    """Resume continues the learner's records; the TensorBoard curves (one per
+    seed and metric, the pipeline's figures) continue without repeated steps."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     from jaxrl.run import training
     from jaxrl.run.overrides import resolve
 
     run_dir = tmp_path / "run"
     args = ["env=gymnasium:JaxrlToy-v0", TOY, *TINY, "num_evals=4", f"run_dir={run_dir}", "plots=false"]
+    args.append("logger=tensorboard")
     assert training.run(resolve(args), stop_after_chunks=2) == 0
     first = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in first if r["type"] == "eval"] == [2, 4]
@@ -195,7 +200,18 @@ def test_resume_continues_the_learner_where_it_stopped(tmp_path):
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows if r["type"] == "update"] == list(range(1, 9))
     assert rows[: len(first)] == first
-    assert json.loads((run_dir / "summary.json").read_text())["num_updates"] == 8
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["num_updates"] == 8 and summary["devices"] == 1
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    pipeline = {f"pipeline/{k}" for k in ("learn_s", "actor_env_s", "lag_max", "steps_per_s", "rollout_over_learn")}
+    assert {"eval/return/seed_0", "eval/return_iqm", "train/policy_loss/seed_1"} | pipeline <= tags, tags
+    steps = [e.step for e in events.Scalars("pipeline/learn_s")]
+    assert steps == [32 * u for u in range(1, 9)]  # one point per update: 2 envs × 16 steps per seed
+    evals = events.Scalars("eval/return/seed_1")
+    assert [e.step for e in evals] == [64, 128, 192, 256]
+    assert evals[-1].value == pytest.approx(summary["final_eval_return"][1])
 
 
 @pytest.mark.parametrize(

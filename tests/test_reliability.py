@@ -56,7 +56,9 @@ def cli(*args, timeout=300):
 
 
 def test_sigint_mid_run_then_resume_equals_uninterrupted(tmp_path):
-    long = [*SMALL, "total_timesteps=300000", "num_evals=30", "progress=false"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    long = [*SMALL, "total_timesteps=300000", "num_evals=30", "progress=false", "logger=tensorboard"]
     stopped, full = tmp_path / "stopped", tmp_path / "full"
     proc = subprocess.Popen(
         [sys.executable, "-m", "jaxrl.train", *long, f"run_dir={stopped}"],
@@ -80,6 +82,13 @@ def test_sigint_mid_run_then_resume_equals_uninterrupted(tmp_path):
     assert train.main([*long, f"run_dir={full}"]) == 0
     assert summary(stopped)["final_eval_return"] == summary(full)["final_eval_return"]
     assert records(stopped) == records(full)
+
+    def curve(run_dir, tag="eval/return_iqm"):  # what TensorBoard shows: the resumed run's points replace none
+        events = EventAccumulator(str(run_dir / "tensorboard"))
+        events.Reload()
+        return [(e.step, e.value) for e in events.Scalars(tag)]
+
+    assert len(curve(full)) == 30 and curve(stopped) == curve(full)
 
 
 def test_signal_before_first_chunk_leaves_nothing(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -23,15 +24,16 @@ from jaxrl import perf as perf_lib
 from jaxrl.actors.sebulba import LEVERS, TIME_FIELDS, HostEnvError, Sebulba, Stopped, UpdateReport, verdict
 from jaxrl.algos import algorithm_for
 from jaxrl.core.config import Config, seed_ids
-from jaxrl.core.errors import ConfigError, make_dir
+from jaxrl.core.errors import ConfigError, error_line, make_dir
 from jaxrl.core.fields import HParams
+from jaxrl.core.version import __version__
 from jaxrl.envs.core import Discrete, Env
 from jaxrl.envs.host import HostSpec, host_spec, make_vec
 from jaxrl.nets.networks import is_recurrent
 from jaxrl.run import stats, summary
 from jaxrl.run.checkpoint import Checkpointer, config_hash
 from jaxrl.run.io import JsonlWriter, write_json
-from jaxrl.run.logs import format_count
+from jaxrl.run.logs import flat, format_count, make_writers
 from jaxrl.run.overrides import to_dict
 from jaxrl.run.records import EvalRecord, UpdateRecord
 from jaxrl.run.records import read as read_records
@@ -254,6 +256,7 @@ class _Loop(NamedTuple):
     programs: _Programs
     pipeline: Sebulba
     writer: JsonlWriter
+    dashboards: list[Any]  # TensorBoard / W&B writers (logger=)
     ckpt: Checkpointer | None
     log: Callable[[str], None]
     stopper: StopRequest
@@ -378,7 +381,10 @@ def _train(loop: _Loop, states: Any, start: int) -> tuple[Any, list[Any], list[U
         if (k + 1) % run.chunk_updates == 0 or k + 1 == run.num_updates:
             seconds = time.perf_counter() - chunk_t0
             records.append(_chunk_end(loop, states, chunk, k + 1, seconds, chunk_reports))
-            loop.writer.write([r.to_json() for r in records[-len(chunk_reports) - 1 :]])
+            new = [r.to_json() for r in records[-len(chunk_reports) - 1 :]]
+            loop.writer.write(new)
+            for dashboard in loop.dashboards:
+                dashboard.write(new)
             chunk_reports, chunk_t0 = [], time.perf_counter()
     return states, records, reports, train_s, None
 
@@ -475,7 +481,20 @@ def run_host(
     writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
     if resuming:
         writer.truncate(lambda r: r.get("update", 0) <= start)
-    loop = _Loop(run, programs, pipeline, writer, ckpt, log, stopper, run_dir, chash)
+    dashboards = _dashboards(run, run_dir, start * config.rollout_size, fresh=not resuming)
+    loop = _Loop(run, programs, pipeline, writer, dashboards, ckpt, log, stopper, run_dir, chash)
+    try:
+        return _drive(loop, states, start, stop_after_updates, compile_s, started)
+    finally:
+        for dashboard in dashboards:
+            dashboard.close()
+
+
+def _drive(
+    loop: _Loop, states: Any, start: int, stop_after_updates: int | None, compile_s: float, started: float
+) -> int:
+    """The pipeline from update ``start`` to the budget (or ``stop_after_updates``), then the summary."""
+    run, pipeline, log, stopper = loop.run, loop.pipeline, loop.log, loop.stopper
     pipeline.start(states, start, run.spec.obs_shape)
     try:
         states, records, reports, train_s, reason = _train(loop, states, start)
@@ -483,8 +502,8 @@ def run_host(
         return _stopped(loop, str(error), 2)
     finally:
         stuck = pipeline.close()
-        if ckpt is not None:
-            ckpt.close()
+        if loop.ckpt is not None:
+            loop.ckpt.close()
     if stuck:
         log(f"note: {', '.join(stuck)} still inside an env step (a hung env cannot be interrupted)")
     if reason == "signal":
@@ -497,7 +516,35 @@ def run_host(
         return _stopped(loop, reason, 2)
     if stop_after_updates is not None and pipeline.num_updates < run.num_updates:
         return 0
-    return _finish(loop, states, writer, compile_s, train_s, reports, started)
+    return _finish(loop, states, loop.writer, compile_s, train_s, reports, started)
+
+
+def _dashboards(run: HostRun, run_dir: str, start_env_steps: int, fresh: bool) -> list[Any]:
+    """TensorBoard / W&B writers (``logger=``): one curve per seed and declared
+    metric, and the pipeline's figures under ``pipeline/``. One that cannot
+    start is a setup problem: a ConfigError (a new run directory is removed)."""
+    config = run.config
+    if config.logger == "jsonl":
+        return []
+    try:
+        return make_writers(
+            config.logger,
+            run_dir,
+            [f"seed_{s}" for s in run.seeds],
+            to_dict(dataclasses.replace(config, resume=None)),
+            config.wandb_project,
+            start_env_steps or None,
+            metrics=run.metric_names,
+        )
+    except Exception as error:
+        if fresh:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise ConfigError(
+            "logger",
+            config.logger,
+            f"could not start ({error_line(error)})",
+            "check the logger's setup, or pass logger=jsonl",
+        ) from None
 
 
 def _stopped(loop: _Loop, text: str, code: int) -> int:
@@ -520,6 +567,8 @@ def _finish(
     reports: list[UpdateReport],
     started: float,
 ) -> int:
+    import jax
+
     run, config = loop.run, loop.run.config
     records = read_records(writer.path)
     evals = [r for r in records if isinstance(r, EvalRecord)]
@@ -545,8 +594,15 @@ def _finish(
         "actor": "threads",
         "pipeline": totals,
         "run_dir": loop.run_dir,
+        "jaxrl_version": __version__,
+        "jax_version": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": 1,  # the learner's: every seed in one vmapped program on one device
     }
     write_json(os.path.join(loop.run_dir, "summary.json"), result)
+    hyper = flat(to_dict(dataclasses.replace(config, run_dir=None, resume=None)))
+    for dashboard in loop.dashboards:
+        dashboard.finish(hyper, {k: result.get(k) for k in ("iqm", "mean", "solved_fraction")})
     if config.plots:
         summary.plot_run(loop.run_dir, records, f"{run.spec.name} · {config.algo.name}", run.spec.solved_return)
     title = f"{run.spec.name} · {config.algo.name} · final deterministic evaluation ({config.eval.episodes} episodes per seed)"

@@ -190,6 +190,16 @@ def scalars(record: dict[str, Any], members: list[str], metrics: tuple[str, ...]
             value = _iqm(values)
             if value is not None:
                 out[f"{group}/{tag}_iqm"] = value
+    pipeline = record.get("pipeline")  # host-env runs: the actor–learner pipeline's figures of the update
+    if isinstance(pipeline, dict):
+        for name, v in pipeline.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                out[f"pipeline/{name}"] = float(v)
+        busy = sum(pipeline.get(k, 0.0) for k in ("actor_env_s", "actor_infer_s", "actor_copy_s"))
+        if pipeline.get("learn_s"):
+            out["pipeline/rollout_over_learn"] = (
+                busy / pipeline["learn_s"]
+            )  # > 1.25: rollout-bound; < 0.8: learner-bound
     for name, values in (record.get("eval_sets") or {}).items():  # eval.sets: one curve per set and member
         values = [None if v is None else float(v) for v in np.asarray(values, dtype=object).tolist()]
         for member, v in zip(members, values, strict=True):
@@ -217,7 +227,11 @@ class TensorBoardWriter:
 
         self.members = members
         self.metrics = metrics
-        self.writer = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=purge_step)
+        # on resume, ``purge_step`` is the env steps of the last record kept: TensorBoard
+        # hides the events from the given step on, so the kept record's step stays shown
+        self.writer = SummaryWriter(
+            os.path.join(run_dir, "tensorboard"), purge_step=None if purge_step is None else purge_step + 1
+        )
         if not purge_step:
             self.writer.add_text("config", "```\n" + config_text + "\n```", 0)
 
