@@ -26,11 +26,12 @@ import jax.numpy as jnp  # noqa: E402
 from jaxrl import perf  # noqa: E402
 from jaxrl.core.contract import policy_step  # noqa: E402
 from jaxrl.core.errors import ConfigError  # noqa: E402
+from jaxrl.envs.host import render_episode  # noqa: E402
 from jaxrl.run import memory, parallel, stats  # noqa: E402
-from jaxrl.run.host import evaluate_host_run, open_host_run  # noqa: E402
+from jaxrl.run.host import evaluate_host_run, host_policy, open_host_run  # noqa: E402
 from jaxrl.run.io import write_json  # noqa: E402
 from jaxrl.run.policy import host_config, open_run  # noqa: E402
-from jaxrl.run.render import episode_observations, save_gif  # noqa: E402
+from jaxrl.run.render import episode_observations, save_frames_gif, save_gif  # noqa: E402
 from jaxrl.run.rundir import layout_note  # noqa: E402
 from jaxrl.run.summary import set_blocks, sets_table  # noqa: E402
 from jaxrl.trainer.evaluate import make_evaluate  # noqa: E402
@@ -103,24 +104,39 @@ def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
 
 
 def _evaluate_host(run_dir: str, config: Any, options: dict[str, str]) -> int:
-    """``evaluate`` of a run on a host env (``env=gymnasium:ID``); render is refused."""
+    """``evaluate`` of a run on a host env (``env=gymnasium:ID``): fresh episodes
+    of each seed on the run's own env; ``render=true`` draws one episode of the
+    first selected seed with the env's own ``rgb_array`` frames."""
     import os
     import sys
 
-    if options["render"] == "true" or options["eval.sets"]:
-        key = "render" if options["render"] == "true" else "eval.sets"
-        print(f"error: {key}={options[key]}: is not available for runs on host envs yet; fix: drop it", file=sys.stderr)
+    if options["eval.sets"]:
+        print(
+            f"error: eval.sets={options['eval.sets']}: is not available for runs on host envs yet; fix: drop it",
+            file=sys.stderr,
+        )
         return 2
     opened = open_host_run(os.path.abspath(run_dir), config)
     episodes = options["episodes"] or config.eval.episodes
     max_steps = options["max_steps"] or config.eval.max_steps or opened.run.spec.max_episode_steps or 10_000
     deterministic = options["deterministic"] == "true"
+    seed = None if options["seed"] == "all" else options["seed"]
+    if options["render"] == "true":  # before any episode is played: an env that cannot draw is one line
+        act = jax.jit(host_policy(opened, seed, deterministic))
+        keys = iter(jax.random.split(jax.random.key(54321), max_steps + 1))
+        shown = opened.run.seeds[0] if seed is None else seed
+        frames, rewards = render_episode(opened.run.spec, lambda obs: act(obs, next(keys)), shown, max_steps)
     out = evaluate_host_run(opened, episodes, options["seed"], deterministic, max_steps)
     policy = "deterministic" if deterministic else "sampled"
     print(f"{opened.run.spec.name} · {config.algo.name} · {policy} policy · {episodes} episodes per seed")
     for row in out["seeds"]:
         print(f"{row['seed']:>6} {row['mean']:>10.2f}  [{row['ci95'][0]:>9.2f}, {row['ci95'][1]:>9.2f}]")
     print(f"across {len(out['seeds'])} seed(s): IQM {out['iqm']:.2f} [{out['ci95'][0]:.2f}, {out['ci95'][1]:.2f}]")
+    if options["render"] == "true":
+        path = os.path.join(opened.run_dir, f"episode-seed{shown}.gif")
+        count = save_frames_gif(path, opened.run.spec.name, frames, rewards)
+        out["render"] = {"path": path, "frames": count, "return": float(rewards.sum())}
+        print(f"episode of seed {shown}: {count} frames, return {rewards.sum():.1f} → {path}", flush=True)
     write_json(os.path.join(opened.run_dir, "evaluation.json"), out)
     return 0
 

@@ -135,12 +135,26 @@ def _finished(proc, members: int):
     return run_dir, summary
 
 
-def test_the_docs_cartpole_command_learns(home):
-    """The pipeline on an envpool pool (random play ≈ 20)."""
+def test_the_docs_cartpole_command_learns(home, capsys):
+    """The pipeline on an envpool pool (random play ≈ 20); its policy exports;
+    render is refused in one line (envpool's envs draw no frames)."""
+    from jaxrl import evaluate, export
+
     proc = run(ENVPOOL_CARTPOLE, home, COMMANDS[ENVPOOL_CARTPOLE])
     run_dir, summary = _finished(proc, 4)
     assert summary["env"] == "envpool:CartPole-v1" and run_dir.name.startswith("envpool-CartPole-v1-ppo-")
     assert summary["iqm"] >= 200, summary["final_eval_return"]
+    capsys.readouterr()
+    assert evaluate.main([str(run_dir), "render=true"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: render=true: envpool:CartPole-v1: envpool's envs do not draw frames; "
+        "fix: drop render=true (evaluate still plays and scores the episodes)"
+    ]
+    assert not (run_dir / "evaluation.json").exists()
+    assert export.main([str(run_dir), "seed=2"]) == 0
+    spec = json.loads((run_dir / "export-seed2" / "policy.json").read_text())
+    assert spec["env"] == "envpool:CartPole-v1" and spec["action"] == {"kind": "discrete", "n": 2}
 
 
 def test_the_docs_atari_command_runs_the_nature_cnn(home):

@@ -24,7 +24,7 @@ from jaxrl import train
 from jaxrl.actors.sebulba import MARGIN, STEP_FIELDS, _Raw, take_columns, verdict
 from jaxrl.envs import host
 from tests import toy_host_envs  # noqa: F401  (registers the toy envs here too)
-from tests.helpers import REPO, run, run_dir_of, user_env
+from tests.helpers import EXPORTED, REPO, run, run_dir_of, user_env
 from tests.test_readme import COMMANDS
 
 TOY = "env.module=tests.toy_host_envs"
@@ -288,11 +288,14 @@ def test_the_docs_command_trains_and_reports_its_pipeline(home):
     assert all(np.isfinite(summary["final_eval_return"]))
 
 
-def test_continuous_actions_then_evaluate_and_load_policy(tmp_path, capsys):
+def test_continuous_actions_then_evaluate_render_load_policy_and_export(tmp_path, capsys):
     """Pendulum-v1 (a Box action) trains; ``evaluate`` replays fresh episodes of
-    every seed and writes evaluation.json; ``load_policy`` gives the trained
-    member's actions within the bounds; ``export`` is refused in one line."""
+    every seed and writes evaluation.json; ``render=true`` draws one episode
+    with the env's own frames, as long as gymnasium's own loop with the same
+    policy; ``load_policy`` gives the trained member's actions within the
+    bounds; ``export`` ships them, run without jaxrl."""
     import jax
+    from PIL import Image
 
     import jaxrl
     from jaxrl import evaluate, export
@@ -310,10 +313,48 @@ def test_continuous_actions_then_evaluate_and_load_policy(tmp_path, capsys):
     action = np.asarray(act(obs, jax.random.key(0)))
     assert action.shape == (5, 1) and np.all(np.abs(action) <= 2.0)
     np.testing.assert_array_equal(action, np.asarray(act(obs, jax.random.key(1))))  # deterministic
+
+    # render: the first seed's episode (Pendulum: 200 steps) against gymnasium's own loop
+    assert evaluate.main([str(run_dir), "seed=1", "episodes=1", "render=true"]) == 0
+    shown = json.loads((run_dir / "evaluation.json").read_text())["render"]
+    env = gym.make("Pendulum-v1")
+    o, _ = env.reset(seed=1)
+    total, steps, done = 0.0, 0, False
+    while not done:
+        o, r, terminated, truncated, _ = env.step(np.asarray(act(o[None].astype(np.float32), jax.random.key(0)))[0])
+        total, steps, done = total + r, steps + 1, terminated or truncated
+    assert shown["frames"] == steps + 1 == 201 and shown["return"] == pytest.approx(total, rel=1e-5)
+    with Image.open(shown["path"]) as gif:
+        assert gif.n_frames == 201 and gif.size == (500, 500)  # Pendulum's own 500×500 frames
+
+    # export: the artifact, run with jax and numpy only, gives load_policy's actions
     capsys.readouterr()
-    assert export.main([str(run_dir)]) == 2
+    assert export.main([str(run_dir), "seed=1"]) == 0
+    out = run_dir / "export-seed1"
+    spec = json.loads((out / "policy.json").read_text())
+    assert spec["env"] == "gymnasium:Pendulum-v1" and spec["obs_shape"] == [3] and spec["seed"] == 1
+    assert spec["action"] == {"kind": "continuous", "shape": [1], "low": [-2.0], "high": [2.0]}
+    shipped = subprocess.run(
+        [sys.executable, "-c", EXPORTED, str(out), json.dumps(obs.tolist())],
+        env=user_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert shipped.returncode == 0, shipped.stderr[-2000:]
+    np.testing.assert_allclose(np.asarray(json.loads(shipped.stdout)), action, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # gymnasium's warning of the missing mode is not shown
+def test_render_of_an_env_without_frames_is_one_line_and_writes_nothing(tmp_path, capsys):
+    from jaxrl import evaluate
+
+    code, _, _ = _train(tmp_path, "env=gymnasium:JaxrlToy-v0", TOY, *TINY)
+    assert code == 0
+    capsys.readouterr()
+    assert evaluate.main([str(tmp_path / "run"), "render=true"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "trained on a host env" in err[0], err
+    assert len(err) == 1 and err[0].startswith("error: render=true: gymnasium:JaxrlToy-v0 cannot draw"), err
+    assert "fix: drop render=true" in err[0] and not (tmp_path / "run" / "evaluation.json").exists()
 
 
 def test_lock_step_runs_repeat_exactly(tmp_path):

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from jaxrl.core.errors import ConfigError, install_command
+from jaxrl.core.errors import ConfigError, error_line, install_command
 from jaxrl.envs.core import Box, Discrete
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "is_host",
     "host_spec",
     "make_vec",
+    "render_episode",
     "import_module",
 ]
 
@@ -340,6 +341,61 @@ class GymnasiumVec:
 
     def close(self) -> None:
         self.vec.close()
+
+
+def render_episode(spec: HostSpec, act: Any, seed: int, max_steps: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """One episode of a gymnasium id drawn by the env itself (``render_mode="rgb_array"``):
+    ``act(obs [1, *obs_shape]) -> actions [1, ...]``; returns the frames (uint8 ``[H, W, 3]``,
+    the start and one per step) and the rewards ``[T]``. Raises :class:`ConfigError` when the
+    env cannot draw frames (envpool's envs do not; a gymnasium env without ``rgb_array``)."""
+    if _backend(spec.name) == "envpool":
+        raise ConfigError(
+            "render",
+            "true",
+            f"{spec.name}: envpool's envs do not draw frames",
+            "drop render=true (evaluate still plays and scores the episodes)",
+        )
+    gym = _gymnasium()
+    env_id = spec.name.partition(":")[2]
+    try:
+        with warnings.catch_warnings():  # gymnasium warns of a mode the env lacks: said below, in one line
+            warnings.simplefilter("ignore")
+            env = gym.make(env_id, render_mode="rgb_array")
+    except Exception as error:  # an env class that takes no render_mode
+        raise ConfigError(
+            "render", "true", f"{spec.name} cannot draw rgb_array frames ({error_line(error)})", "drop render=true"
+        ) from None
+    modes = list(env.metadata.get("render_modes", []))
+    if "rgb_array" not in modes:
+        env.close()
+        raise ConfigError(
+            "render",
+            "true",
+            f"{spec.name} cannot draw rgb_array frames (its render modes: {modes})",
+            "drop render=true",
+        )
+    flatten = _Flatten(env.observation_space, gym)
+    discrete = isinstance(spec.action_space, Discrete)
+    try:
+        obs, _ = env.reset(seed=int(seed))
+        frames, rewards = [np.asarray(env.render(), np.uint8)], []
+        for _ in range(max_steps):
+            action = np.asarray(act(flatten.one(obs)[None]))[0]
+            action = int(action) if discrete else action.astype(np.float32)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            frames.append(np.asarray(env.render(), np.uint8))
+            rewards.append(float(reward))
+            if terminated or truncated:
+                break
+    except ConfigError:
+        raise
+    except Exception as error:  # pygame missing, a renderer that fails: one line
+        raise ConfigError(
+            "render", "true", f"{spec.name} could not draw its frames ({error_line(error)})", "drop render=true"
+        ) from None
+    finally:
+        env.close()
+    return frames, np.asarray(rewards, np.float64)
 
 
 def make_vec(

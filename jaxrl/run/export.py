@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from jaxrl.core.errors import make_dir
 from jaxrl.envs import Discrete
@@ -46,17 +48,84 @@ else:
 '''
 
 
+class _Source(NamedTuple):
+    """What an export reads of a run: one member's state (no env state or PRNG
+    stream), the agent acting on it and the env's spaces."""
+
+    state: Any
+    agent: Any
+    env_name: str
+    obs_shape: tuple[int, ...]
+    action_space: Any
+    algo: str
+    seed: int
+    chunk: int | None
+    run_dir: str
+
+
+def _source(run_dir: str, seed: int | None, log: Callable[[str], None]) -> _Source:
+    """The member ``seed`` (default: the first) of ``run_dir``: a run of a JAX env or of a host env."""
+    import jax
+
+    from jaxrl.algos import algorithm_for
+    from jaxrl.run.host import member_index, open_host_run
+    from jaxrl.run.policy import host_config
+
+    host = host_config(run_dir)
+    if host is not None:
+        opened = open_host_run(os.path.abspath(os.fspath(run_dir)), host)
+        member = member_index(opened, seed)
+        state = jax.tree.map(lambda x: x[member], opened.states)
+        own = [f for f in algorithm_for(host.algo).own_fields if hasattr(state, f)]
+        spec = opened.run.spec
+        return _Source(
+            state.replace(**{name: None for name in own}),
+            opened.run.agent,
+            spec.name,
+            tuple(spec.obs_shape),
+            spec.action_space,
+            host.algo.name,
+            opened.run.seeds[member],
+            opened.chunk,
+            opened.run_dir,
+        )
+    run = open_run(run_dir)
+    for note in run.notes:
+        log(note)
+    member = run.member_index(run.members.seeds[0] if seed is None else int(seed))
+    state = run.agent_state(member)
+    state = state.replace(
+        **{name: None for name in run.trainer.algorithm.own_fields}
+    )  # a policy needs no envs or PRNG stream
+    return _Source(
+        state,
+        run.trainer.agent,
+        run.env.name,
+        tuple(run.env.obs_shape),
+        run.env.action_space,
+        run.config.algo.name,
+        run.members.seeds[member],
+        run.meta.get("chunk"),
+        run.run_dir,
+    )
+
+
 def _description(
-    run: Any, member: int, deterministic: bool, exported: Any, carry_size: int | None, names: list[str]
+    source: _Source, deterministic: bool, exported: Any, carry_size: int | None, names: list[str]
 ) -> dict[str, Any]:
     """``policy.json``: the env's spaces, how to call the artifact, where it came from."""
     import jax
 
-    space = run.env.action_space
+    space = source.action_space
     action = (
         {"kind": "discrete", "n": space.n}
         if isinstance(space, Discrete)
-        else {"kind": "continuous", "shape": list(space.shape), "low": space.low.tolist(), "high": space.high.tolist()}
+        else {
+            "kind": "continuous",
+            "shape": list(space.shape),
+            "low": np.asarray(space.low).tolist(),
+            "high": np.asarray(space.high).tolist(),
+        }
     )
     call = "exported.call(leaves (params.npz[name] for name in params), obs[B, *obs_shape] float32, key_data uint32[2]) -> actions[B, ...]"
     extra = {}
@@ -67,18 +136,18 @@ def _description(
         )
         extra = {"carry_size": carry_size}
     return {
-        "env": run.env.name,
-        "algo": run.config.algo.name,
-        "seed": run.members.seeds[member],
+        "env": source.env_name,
+        "algo": source.algo,
+        "seed": source.seed,
         "deterministic": deterministic,
-        "obs_shape": list(run.env.obs_shape),
+        "obs_shape": list(source.obs_shape),
         "action": action,
         "platforms": list(exported.platforms),
         "call": call,
         "params": names,
         **extra,
         "jax_version": jax.__version__,
-        "checkpoint_chunk": run.meta.get("chunk"),
+        "checkpoint_chunk": source.chunk,
     }
 
 
@@ -89,39 +158,32 @@ def export_policy(
     deterministic: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> str:
-    """Export one seed's policy; returns the output directory. ``log`` gets the
-    run's notes (an older checkpoint used; default: :func:`warnings.warn`)."""
+    """Export one seed's policy (a run of a JAX env or of a host env); returns the
+    output directory. ``log`` gets the run's notes (an older checkpoint used;
+    default: :func:`warnings.warn`)."""
     import jax
-    import numpy as np
 
-    run = open_run(run_dir)
-    for note in run.notes:
-        (log or warnings.warn)(note)
-    member = run.member_index(run.members.seeds[0] if seed is None else int(seed))
-    state = run.agent_state(member)
-    state = state.replace(
-        **{name: None for name in run.trainer.algorithm.own_fields}
-    )  # a policy needs no envs or PRNG stream
-    paths, treedef = jax.tree_util.tree_flatten_with_path(state)
+    source = _source(run_dir, seed, log or warnings.warn)
+    paths, treedef = jax.tree_util.tree_flatten_with_path(source.state)
     leaves = [np.asarray(x) for _, x in paths]
     names = [jax.tree_util.keystr(path, simple=True, separator="/") for path, _ in paths]
-    agent = run.trainer.agent
+    agent = source.agent
     choose = agent.act if deterministic else agent.sample
     recurrent = agent.init_carry is not None
-    carry_size = int(agent.init_carry(run.agent_state(member), ()).shape[-1]) if recurrent else None
+    carry_size = int(agent.init_carry(source.state, ()).shape[-1]) if recurrent else None
     # what the policy reads, as JAX finds it (with a symbolic batch it keeps every argument)
-    probe = _export(choose, treedef, leaves, range(len(leaves)), run.env.obs_shape, carry_size, batch=1)
+    probe = _export(choose, treedef, leaves, range(len(leaves)), source.obs_shape, carry_size, batch=1)
     used = [i for i in probe.module_kept_var_idx if i < len(leaves)]
-    exported = _export(choose, treedef, leaves, used, run.env.obs_shape, carry_size)
+    exported = _export(choose, treedef, leaves, used, source.obs_shape, carry_size)
     blob = exported.serialize()  # before anything is written
-    out = out or os.path.join(run.run_dir, f"export-seed{run.members.seeds[member]}")
+    out = out or os.path.join(source.run_dir, f"export-seed{source.seed}")
     make_dir("out", out, "pass out=DIR in a writable directory")
     with open(os.path.join(out, "policy.jaxexport"), "wb") as f:
         f.write(blob)
     np.savez(os.path.join(out, "params.npz"), **{names[i]: leaves[i] for i in used})
     write_json(
         os.path.join(out, "policy.json"),
-        _description(run, member, deterministic, exported, carry_size, [names[i] for i in used]),
+        _description(source, deterministic, exported, carry_size, [names[i] for i in used]),
     )
     with open(os.path.join(out, "run_policy.py"), "w") as f:
         f.write(RUNNER)

@@ -47,6 +47,7 @@ __all__ = [
     "evaluate_members",
     "open_host_run",
     "host_policy",
+    "member_index",
     "evaluate_host_run",
 ]
 
@@ -623,6 +624,7 @@ class OpenedHostRun(NamedTuple):
     run: HostRun
     states: Any  # the learner's states of every member (leading member axis)
     update: int  # updates done when the checkpoint was written
+    chunk: int  # the checkpoint's index
     run_dir: str
 
 
@@ -642,10 +644,11 @@ def open_host_run(run_dir: str, config: Config) -> OpenedHostRun:
         restored = ckpt.restore(abstract, shardings, field="run_dir")
     finally:
         ckpt.close()
-    return OpenedHostRun(run, restored.state["states"], int(restored.meta.get("update", 0)), run_dir)
+    return OpenedHostRun(run, restored.state["states"], int(restored.meta.get("update", 0)), restored.chunk, run_dir)
 
 
-def _member(opened: OpenedHostRun, seed: int | None) -> int:
+def member_index(opened: OpenedHostRun, seed: int | None) -> int:
+    """The member of ``seed`` (default: the run's first seed); ConfigError if the run has no such seed."""
     seeds = opened.run.seeds
     seed = seeds[0] if seed is None else int(seed)
     if seed not in seeds:
@@ -659,7 +662,7 @@ def host_policy(opened: OpenedHostRun, seed: int | None, deterministic: bool) ->
     """``act(obs, key) -> action`` of one member (:func:`jaxrl.load_policy` of a host-env run)."""
     import jax
 
-    member = _member(opened, seed)
+    member = member_index(opened, seed)
     state = jax.tree.map(lambda x: x[member], opened.states)
     agent = opened.run.agent
     choose = agent.act if deterministic else agent.sample
@@ -679,7 +682,7 @@ def evaluate_host_run(
     import jax
 
     run = opened.run
-    members = list(range(len(run.seeds))) if seed == "all" else [_member(opened, int(seed))]
+    members = list(range(len(run.seeds))) if seed == "all" else [member_index(opened, int(seed))]
     states = jax.tree.map(lambda x: x[np.asarray(members)], opened.states)
     agent = run.agent
     choose = agent.act if deterministic else agent.sample

@@ -122,8 +122,8 @@ def open_run(run_dir: str) -> Run:
         raise ConfigError(
             "run_dir",
             run_dir,
-            f"trained on a host env ({config.env.name}); render and export read runs of JAX envs only so far",
-            "evaluate it (python -m jaxrl.evaluate RUN_DIR) or load its policy (jaxrl.load_policy)",
+            f"trained on a host env ({config.env.name}); open_run reads runs of JAX envs",
+            "use jaxrl.run.host.open_host_run, or python -m jaxrl.evaluate / jaxrl.export / jaxrl.load_policy (both kinds)",
         )
     members = _sweep_members(run_dir) or members_of(config)
     spec = prepare(config, run_dir, members=members, resuming=True, layout=False)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["episode_observations", "save_gif", "draw_frame"]
+__all__ = ["episode_observations", "save_gif", "save_frames_gif", "draw_frame"]
 
 SIZE = (320, 240)
 
@@ -160,3 +160,19 @@ def save_gif(path: str, env_name: str, observations: np.ndarray, rewards: np.nda
     ]
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=max(1, 1000 // fps), loop=0)
     return len(frames)
+
+
+def save_frames_gif(path: str, name: str, frames: list[np.ndarray], rewards: np.ndarray, fps: int = 30) -> int:
+    """Write an env's own frames (uint8 ``[H, W, 3]``, the start and one per
+    step) as an animated GIF captioned with the return so far; returns the
+    frame count."""
+    from PIL import Image, ImageDraw
+
+    total = np.concatenate([[0.0], np.cumsum(rewards)])
+    images = []
+    for t, frame in enumerate(frames):
+        image = Image.fromarray(np.asarray(frame, np.uint8)[..., :3])
+        ImageDraw.Draw(image).text((5, 5), f"{name}  t={t}  return={total[t]:.1f}", fill=(0, 0, 0))
+        images.append(image)
+    images[0].save(path, save_all=True, append_images=images[1:], duration=max(1, 1000 // fps), loop=0)
+    return len(images)
