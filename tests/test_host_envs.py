@@ -30,6 +30,7 @@ from tests.test_readme import COMMANDS
 TOY = "env.module=tests.toy_host_envs"
 TINY = ["seeds=2", "num_envs=2", "algo.num_steps=16", "total_timesteps=256", "num_evals=2", "eval.episodes=2"]
 DOCS = "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4"
+DOCS_PQN = "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=pqn seeds=4"
 
 
 def _reference(env_id: str, seed: int, actions: list[int], **kwargs) -> list[tuple]:
@@ -286,6 +287,53 @@ def test_the_docs_command_trains_and_reports_its_pipeline(home):
     assert "verdict:" in proc.stdout and "pipeline per update" in proc.stdout
     assert (run_dir / "curves.png").is_file()
     assert all(np.isfinite(summary["final_eval_return"]))
+
+
+def test_the_docs_pqn_command_learns(home):
+    """PQN through the same pipeline (its ε-greedy actors, Q(λ) targets on the
+    learner) at a CI budget: random play ≈ 22; 4 / 4 seeds solved at the
+    preset's full budget (docs/host-envs.md)."""
+    proc = run(DOCS_PQN, home, COMMANDS[DOCS_PQN])
+    summary = json.loads((run_dir_of(proc) / "summary.json").read_text())
+    assert summary["algo"] == "pqn" and summary["iqm"] >= 200, summary["final_eval_return"]
+    records = [json.loads(line) for line in (run_dir_of(proc) / "metrics.jsonl").read_text().splitlines()]
+    epsilons = [r["epsilon"][0] for r in records if r["type"] == "update"]
+    assert epsilons[0] == 1.0 and epsilons[-1] < epsilons[0]  # the actors explore on the schedule
+
+
+def test_pqn_learns_from_actors_steps_as_from_its_own_rollout():
+    """PQN's ``learn`` on the actors' steps (``complete``: every step's
+    ``final_obs`` bootstraps) equals ``learn`` on its in-program rollout of
+    the same steps, and leaves the next rollout's ε for the actors."""
+    import jax
+
+    import jaxrl.envs
+    from jaxrl import algos
+    from jaxrl.core.fields import HParams
+    from jaxrl.rl.qlearning import linear_epsilon
+    from jaxrl.run.overrides import resolve
+
+    config = resolve(["env=cartpole", "algo=pqn", "num_envs=4", "algo.num_steps=64", "algo.num_minibatches=4"])
+    agent = algos.get("pqn").make_agent(config.algo, jaxrl.envs.make("cartpole"), 4, 10)
+    # the learner of a host env knows no time limit: Q(final_obs) of every step, not only of the truncations
+    unknown = jaxrl.envs.make("cartpole")
+    unknown.truncation_period = lambda params=None: None
+    host_agent = algos.get("pqn").make_agent(config.algo, unknown, 4, 10)
+    hp = HParams.from_config(config.algo)
+    state, rollout = agent.collect(agent.init(jax.random.key(0), hp), hp, np.int32(0))
+    assert bool(np.any(np.asarray(rollout.steps.terminated)))  # the batch has ends to bootstrap around
+    steps = {**rollout.steps._asdict(), "log_prob": np.zeros((64, 4), np.float32)}
+    want, want_metrics = agent.learn(state, rollout, hp, np.int32(0))
+    got, got_metrics = host_agent.learn(state, host_agent.complete(state, steps), hp, np.int32(0))
+    for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(got_metrics.target), float(want_metrics.target), rtol=1e-6)
+    schedule = linear_epsilon(
+        np.float32(256), hp.eps_start, hp.eps_end, hp.exploration_fraction, 10 * 256
+    )  # update 1 starts after 4 envs × 64 steps
+    assert float(got.epsilon) == pytest.approx(float(schedule)) and float(got_metrics.epsilon) == 1.0
+    action, record = host_agent.behave(got, np.zeros((4, 4), np.float32), jax.random.key(1))
+    assert action.shape == (4,) and np.asarray(record.log_prob).shape == (4,)
 
 
 def test_continuous_actions_then_evaluate_render_load_policy_and_export(tmp_path, capsys):

@@ -23,6 +23,7 @@ from flax import struct
 from jaxrl import perf as perf_lib
 from jaxrl.algos.onpolicy import scan_method, validate_torso, values_and_next
 from jaxrl.core.checks import require_one_of
+from jaxrl.core.contract import Behaviour
 from jaxrl.envs.core import Discrete, Env
 from jaxrl.nets.networks import ActorCritic, make_torso
 from jaxrl.nets.networks import init as init_network
@@ -502,13 +503,6 @@ def make_policy(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:
         return env_action(sample_action(dist, key), network, env)
 
     return act, sample
-
-
-class Behaviour(NamedTuple):
-    """What an actor records of each step it takes outside the compiled loop."""
-
-    action: jax.Array  # [N] int32 or [N, d] float32: the stored action (pre-tanh u / unclipped sample)
-    log_prob: jax.Array  # [N] behaviour log π(a|s) under the actor's parameters
 
 
 def make_behaviour(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:

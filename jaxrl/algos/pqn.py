@@ -29,7 +29,7 @@ from jaxrl.algos.presets import load_presets
 from jaxrl.algos.qvalue import LossMetrics, make_q_network, q_loss, validate_q_network
 from jaxrl.core.checks import POSITIVE, POSITIVE_INT, UNIT, check_rollout, divisor_near, require_one_of
 from jaxrl.core.config import Config
-from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
+from jaxrl.core.contract import Agent, Algorithm, Behaviour, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
 from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Env
@@ -247,7 +247,12 @@ def make_agent(
             return StepResult(params, opt_state, lr, metrics, grad_norm)
 
         out = run_epochs(state.params, state.opt_state, lr, key_learn, algo, minibatches, step, LossMetrics)
-        state = state.replace(params=out.params, opt_state=out.opt_state, key=key)
+        rollout_epsilon = state.epsilon
+        # the next rollout's exploration rate: actors outside the program (``behave``) read it
+        # from the parameters' state; the compiled ``collect`` sets the same value itself
+        state = state.replace(
+            params=out.params, opt_state=out.opt_state, key=key, epsilon=epsilon_at(hp, update_idx + 1)
+        )
         done = jnp.logical_or(traj.terminated, traj.truncated)
         finite = jnp.isfinite(out.metrics.loss) & jnp.isfinite(out.grad_norm) & optim.tree_all_finite(out.params)
         metrics = UpdateMetrics(
@@ -255,7 +260,7 @@ def make_agent(
             loss=out.metrics.loss,
             q=out.metrics.q,
             target=jnp.mean(target),
-            epsilon=state.epsilon,
+            epsilon=rollout_epsilon,
             grad_norm=out.grad_norm,
             lr=jnp.asarray(lr, jnp.float32),
         )
@@ -266,7 +271,7 @@ def make_agent(
         return jnp.argmax(q_network.apply(state.params, obs), axis=-1).astype(jnp.int32)
 
     def sample(state: PQNState, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """ε-greedy at the exploration rate of the last rollout."""
+        """ε-greedy at the state's exploration rate (that of the next rollout)."""
         key_coin, key_action = jax.random.split(key)
         batch = obs.shape[: obs.ndim - len(env.obs_shape)]
         coin = jax.random.uniform(key_coin, batch)
@@ -280,11 +285,35 @@ def make_agent(
         state, traj = rollout_phase(state, hp)
         return targets(state.params, Rollout(traj, state.obs), hp, env, env_params, q_network, algo)
 
+    def behave(state: PQNState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
+        """An actor's ε-greedy step outside the program (:mod:`jaxrl.actors`)."""
+        action = sample(state, obs, key)
+        return action, Behaviour(action, jnp.zeros(action.shape, jnp.float32))
+
+    def complete(state: PQNState, steps: Any) -> Rollout:
+        """The actors' steps ``[T, N, ...]`` (by field name) as ``learn``'s rollout: every
+        step's ``final_obs`` is its next observation before any reset, so the targets
+        bootstrap from it (``last_obs``, the last step's, matters only where it is)."""
+        steps = dict(steps)
+        traj = Transition(**{name: steps[name] for name in Transition._fields})
+        return Rollout(traj, traj.final_obs[-1])
+
     phases = (
         ("rollout: env step + Q forward + ε-greedy", rollout_phase),
         ("targets: max Q of the observations and final observations, Q(λ)", targets_phase),
     )
-    return Agent(init, collect, learn, act, sample, q_network, steps_per_update, phases=phases)
+    return Agent(
+        init,
+        collect,
+        learn,
+        act,
+        sample,
+        q_network,
+        steps_per_update,
+        phases=phases,
+        behave=behave,
+        complete=complete,
+    )
 
 
 # ---------------------------------------------------------------------------

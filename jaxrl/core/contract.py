@@ -47,11 +47,20 @@ __all__ = [
     "own_metrics",
     "policy_step",
     "reset_carry",
+    "Behaviour",
 ]
 
 State = Any  # an algorithm's state for one member: a flax.struct.dataclass (checkpointed as is)
 Batch = Any  # what ``collect`` returns and ``learn`` takes: transitions or sequences, the algorithm's own type
 Metrics = Any  # a NamedTuple: loop (LoopMetrics), then the algorithm's declared metrics (scalars)
+
+
+class Behaviour(NamedTuple):
+    """What an actor records of each step it takes outside the compiled loop
+    (``Agent.behave``'s second output; :mod:`jaxrl.actors`)."""
+
+    action: Any  # [N] int32 or [N, d] float32: the stored action (pre-tanh u / unclipped sample)
+    log_prob: Any  # [N] behaviour log π(a|s) under the actor's parameters (0 where learn does not read it)
 
 
 class LoopMetrics(NamedTuple):

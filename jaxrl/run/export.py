@@ -17,10 +17,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxrl.algos import algorithm_for
 from jaxrl.core.errors import make_dir
 from jaxrl.envs import Discrete
+from jaxrl.run.host import member_index, open_host_run
 from jaxrl.run.io import write_json
-from jaxrl.run.policy import open_run
+from jaxrl.run.policy import host_config, open_run
 
 __all__ = ["RUNNER", "export_policy"]
 
@@ -66,10 +68,6 @@ class _Source(NamedTuple):
 def _source(run_dir: str, seed: int | None, log: Callable[[str], None]) -> _Source:
     """The member ``seed`` (default: the first) of ``run_dir``: a run of a JAX env or of a host env."""
     import jax
-
-    from jaxrl.algos import algorithm_for
-    from jaxrl.run.host import member_index, open_host_run
-    from jaxrl.run.policy import host_config
 
     host = host_config(run_dir)
     if host is not None:

@@ -146,7 +146,9 @@ def prepare_host(config: Config) -> HostRun:
     seams = {"perf": perf_lib.of(config)} if "perf" in algorithm.seams else {}
     agent = algorithm.make_agent(config.algo, ShapeEnv(spec), config.num_envs, num_updates, **seams)
     if agent.behave is None or agent.complete is None:
-        raise ConfigError("algo", algorithm.name, "does not train on host envs yet (PPO does)", "pass algo=ppo")
+        raise ConfigError(
+            "algo", algorithm.name, "does not train on host envs yet (PPO, IMPALA and PQN do)", "pass algo=ppo"
+        )
     seeds = seed_ids(config)
     base = HParams.from_config(config.algo)
     hparams = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(seeds),)).copy(), base)
