@@ -111,6 +111,13 @@ def test_mujoco_takes_continuous_actions_and_classic_ids_take_their_presets():
     assert resolve(["env=envpool:HalfCheetah-v4"]).algo.num_steps == 256
     cartpole = resolve(["env=envpool:CartPole-v1"])  # the gymnax CartPole preset
     assert cartpole.algo.lr == pytest.approx(0.005) and cartpole.num_envs == 8
+    # PQN's Atari preset (purejaxql's settings) is a valid host run: the Nature CNN on frames
+    from jaxrl.run.host import prepare_host
+
+    pqn = resolve(["env=envpool:Pong-v5", "algo=pqn"])
+    assert pqn.num_envs == 128 and pqn.algo.num_steps == 32 and pqn.algo.conv_strides == (4, 2, 1)
+    assert pqn.algo.eps_end == pytest.approx(0.001) and pqn.algo.lr_schedule == "constant"
+    assert prepare_host(pqn).num_updates == -(-10_000_000 // (128 * 32))
 
 
 def test_an_unknown_task_names_the_nearest():
