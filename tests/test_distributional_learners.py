@@ -218,6 +218,9 @@ BAD = [
     (("algo=qrdqn", "algo.kappa=-1"), "algo.kappa=-1"),
     (("algo=dqn", "algo.atoms=51"), "algo.atoms"),
     (("algo=iqn", "algo.act_quantiles=0"), "algo.act_quantiles=0"),
+    (("env=pendulum", "algo=td3", "algo.critic=categorical", "algo.v_min=0", "algo.v_max=-1"), "algo.v_max=-1"),
+    (("env=pendulum", "algo=td3", "algo.critic=quantile"), "algo.critic=quantile"),
+    (("env=pendulum", "algo=td3", "algo.critic=categorical", "algo.atoms=1"), "algo.atoms=1"),
 ]
 
 
@@ -246,3 +249,73 @@ def test_bad_distributional_settings_are_one_line_and_exit_2(args, field, tmp_pa
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "fix:" in lines[0], lines
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("terminated", [False, True])
+def test_td3s_categorical_critic_step_equals_a_float64_loop(terminated):
+    """One categorical TD3 critic step (FastTD3's critic): the twin target
+    distribution with the smaller mean at the smoothed target action, projected
+    by Algorithm 1 (float64), cross-entropy summed over both critics; the
+    clipped share; the actor ascends the first critic's mean."""
+    from jaxrl.algos import td3
+    from jaxrl.algos.replay import Transition
+    from jaxrl.nets.networks import TwinCritic
+
+    algo = td3.TD3Config(critic="categorical", atoms=21, v_min=-5.0, v_max=5.0, hidden_sizes=(16, 16))
+    head = td3.critic_head(algo)
+    actor, critic = td3.Actor(2, (16, 16)), TwinCritic((16, 16), atoms=21)
+    rng = np.random.default_rng(3)
+    b = 32
+    batch = Transition(
+        obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
+        action=jnp.asarray(rng.uniform(-1, 1, (b, 2)), jnp.float32),
+        reward=jnp.asarray(rng.normal(size=b) * 3, jnp.float32),  # some targets leave the support
+        terminated=jnp.asarray(rng.uniform(size=b) < (0.5 if terminated else 0.0)),
+        next_obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
+    )
+    actor_params = actor.init(jax.random.key(0), batch.obs)
+    critic_params = critic.init(jax.random.key(1), batch.obs, batch.action)
+    target_critic = jax.tree.map(lambda x: x + 0.05, critic_params)  # another network than the online one
+    opt = optim.make(None)
+    state = SimpleNamespace(
+        target_actor_params=actor_params,
+        target_critic_params=target_critic,
+        critic_params=critic_params,
+        critic_opt=opt.init(critic_params),
+        critic_steps=jnp.zeros((), jnp.int32),
+    )
+    state.replace = lambda **kw: SimpleNamespace(**{**vars(state), **kw})
+    hp = SimpleNamespace(gamma=0.9, reward_scale=1.5, lr=1e-3, max_grad_norm=10.0, target_noise=0.2, noise_clip=0.5)
+    noise = jnp.asarray(rng.normal(size=(b, 2)), jnp.float32)
+    _, (loss, q, _, clipped) = td3.critic_step(state, batch, noise, hp, actor, critic, opt, head)
+
+    # the oracle: float64 from the networks' outputs on
+    z = np.linspace(-5.0, 5.0, 21)
+    mean = np.asarray(actor.apply(actor_params, batch.next_obs), np.float64)
+    next_action = np.clip(mean + np.clip(0.2 * np.asarray(noise, np.float64), -0.5, 0.5), -1.0, 1.0)
+    next_logits = np.asarray(
+        critic.apply(target_critic, batch.next_obs, jnp.asarray(next_action, jnp.float32)), np.float64
+    )
+    probs = _softmax(next_logits)  # [2, B, A]
+    means = probs @ z
+    picked = np.where((means[0] <= means[1])[:, None], probs[0], probs[1])
+    discount = 0.9 * (1.0 - np.asarray(batch.terminated, np.float64))
+    ret = 1.5 * np.asarray(batch.reward, np.float64)
+    atoms = ret[:, None] + discount[:, None] * z
+    target = _project_loop(atoms, picked, z)
+    online = np.asarray(critic.apply(critic_params, batch.obs, batch.action), np.float64)
+    log_p = online - online.max(-1, keepdims=True)
+    log_p = log_p - np.log(np.exp(log_p).sum(-1, keepdims=True))
+    want = sum(float(np.mean(-np.sum(target * log_p[i], axis=-1))) for i in range(2))
+    assert float(loss) == pytest.approx(want, rel=1e-5)
+    assert float(q) == pytest.approx(float(np.mean(_softmax(online) @ z)), rel=1e-5, abs=1e-6)
+    outside = (atoms < z[0]) | (atoms > z[-1])
+    share = float(np.mean(np.sum(picked * outside, axis=-1)))
+    assert float(clipped) == pytest.approx(share, rel=1e-5, abs=1e-7) and share > 0
+
+    state.actor_params, state.actor_opt = actor_params, opt.init(actor_params)
+    state.replace = lambda **kw: SimpleNamespace(**{**vars(state), **kw})
+    hp.tau = 0.005
+    _, actor_loss = td3.actor_step(state, batch.obs, hp, actor, critic, opt, head)
+    first = np.asarray(critic.apply(critic_params, batch.obs, actor.apply(actor_params, batch.obs)), np.float64)[0]
+    assert float(actor_loss) == pytest.approx(-float(np.mean(_softmax(first) @ z)), rel=1e-5, abs=1e-6)

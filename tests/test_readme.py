@@ -221,6 +221,12 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "1",
         "eval.episodes": "4",
     },
+    "python -m jaxrl.train env=pendulum algo=td3 seeds=4 algo.critic=categorical algo.v_min=-1600 algo.v_max=0": {
+        "seeds": "2",
+        "total_timesteps": "8000",
+        "num_evals": "1",
+        "eval.episodes": "2",
+    },
     "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": {
         "seeds": "2",
         "total_timesteps": "10000",

@@ -29,10 +29,12 @@ from flax import struct
 
 from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
+from jaxrl.algos.qvalue import ValueHead
 from jaxrl.algos.replay import Transition, scale_action
-from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp
+from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp, require_one_of
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
+from jaxrl.core.errors import ConfigError
 from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Box, Env
 from jaxrl.nets.networks import MLP, TwinCritic, check_network, dense, init_many, make_torso, with_perf
@@ -45,6 +47,8 @@ __all__ = [
     "Actor",
     "correlated_noise",
     "td3_targets",
+    "categorical_td3_targets",
+    "critic_head",
     "critic_step",
     "actor_step",
     "make_agent",
@@ -69,6 +73,12 @@ class TD3Config:
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "relu"
     normalize_obs: bool = False
+    # scalar | categorical: each critic's return distribution on ``atoms`` points from
+    # v_min to v_max, learned by cross-entropy to the projected target (C51's; FastTD3's critic)
+    critic: str = "scalar"
+    atoms: int = setting(101, check=Range(2, integer=True))
+    v_min: float = -250.0
+    v_max: float = 250.0
     # --- traced ---------------------------------------------------------------
     lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-1, True))  # actor and critics
     gamma: float = traced(0.99, check=UNIT, pbt=(0.9, 0.9999, False))
@@ -129,6 +139,18 @@ class UpdateMetrics(NamedTuple):
     q: jax.Array
     grad_norm: jax.Array  # critic gradient norm
     lr: jax.Array
+    clipped: jax.Array  # categorical critic: target mass outside [v_min, v_max] (0 with the scalar one)
+
+
+SCALAR = ValueHead()  # one value per critic
+
+
+def critic_head(algo: TD3Config) -> ValueHead:
+    """The critics' head ``algo.critic`` asks for: one value, or a categorical
+    distribution on ``atoms`` points from ``v_min`` to ``v_max``."""
+    if algo.critic == "categorical":
+        return ValueHead("categorical", algo.atoms, float(algo.v_min), float(algo.v_max))
+    return SCALAR
 
 
 def correlated_noise(last: jax.Array, white: jax.Array, rho: jax.Array) -> jax.Array:
@@ -167,6 +189,30 @@ def td3_targets(
     return hp.reward_scale * batch.reward + hp.gamma * not_terminal * next_q
 
 
+def categorical_td3_targets(
+    batch: Transition,
+    next_action_mean: jax.Array,
+    noise: jax.Array,
+    target_critic: Any,
+    hp: Any,
+    head: ValueHead,
+) -> tuple[jax.Array, jax.Array]:
+    """The categorical critics' target ``[B, atoms]`` (FastTD3's clipped double Q in
+    distribution form): of the twin target critics' distributions at the smoothed
+    target action (as :func:`td3_targets`), the one whose mean is the smaller,
+    projected as C51's onto the support after ``r·scale + γ (1 − terminated) z``
+    (:func:`jaxrl.rl.distributional.categorical_target`). Also the share of that
+    distribution's mass the projection clipped ``[]``."""
+    smoothing = jnp.clip(hp.target_noise * noise, -hp.noise_clip, hp.noise_clip)
+    next_action = jnp.clip(next_action_mean + smoothing, -1.0, 1.0)
+    logits = target_critic(batch.next_obs, next_action)  # [2, B, atoms]
+    means = head.q(logits)  # [2, B]
+    picked = jnp.where((means[0] <= means[1])[:, None], logits[0], logits[1])
+    ret = hp.reward_scale * batch.reward
+    discount = hp.gamma * (1.0 - batch.terminated.astype(jnp.float32))
+    return head.target(ret, discount, picked), head.clipped(ret, discount, picked)
+
+
 def critic_step(
     state: TD3State,
     batch: Transition,
@@ -175,23 +221,39 @@ def critic_step(
     actor: Actor,
     critic: TwinCritic,
     optimizer: optim.Optimizer | None = None,
-) -> tuple[TD3State, tuple[jax.Array, jax.Array, jax.Array]]:
-    """One critic step: ``½ Σ_i E[(Q_i(s, a) − y)²]`` to :func:`td3_targets`.
-    Returns ``(state, (loss, mean Q, grad norm))``."""
+    head: ValueHead = SCALAR,
+) -> tuple[TD3State, tuple[jax.Array, jax.Array, jax.Array, jax.Array]]:
+    """One critic step: ``½ Σ_i E[(Q_i(s, a) − y)²]`` to :func:`td3_targets`, or
+    with a categorical ``head`` ``Σ_i E[CE(target, p_i(s, a))]`` to
+    :func:`categorical_td3_targets`. Returns ``(state, (loss, mean Q, grad norm,
+    clipped share))``."""
     next_mean = actor.apply(state.target_actor_params, batch.next_obs)
-    target = td3_targets(batch, next_mean, noise, lambda o, a: critic.apply(state.target_critic_params, o, a), hp)
-    target = jax.lax.stop_gradient(target)
 
-    def loss_fn(params):
-        q = critic.apply(params, batch.obs, batch.action)
-        return 0.5 * jnp.sum(jnp.mean(jnp.square(q - target), axis=-1)), jnp.mean(q)
+    def target_critic(o, a):
+        return critic.apply(state.target_critic_params, o, a)
+
+    if head.kind == "categorical":
+        target, clipped = categorical_td3_targets(batch, next_mean, noise, target_critic, hp, head)
+        target = jax.lax.stop_gradient(target)
+
+        def loss_fn(params):
+            logits = critic.apply(params, batch.obs, batch.action)  # [2, B, atoms]
+            return head.loss(logits[0], target) + head.loss(logits[1], target), jnp.mean(head.q(logits))
+
+    else:
+        target = jax.lax.stop_gradient(td3_targets(batch, next_mean, noise, target_critic, hp))
+        clipped = jnp.zeros(())
+
+        def loss_fn(params):
+            q = critic.apply(params, batch.obs, batch.action)
+            return 0.5 * jnp.sum(jnp.mean(jnp.square(q - target), axis=-1)), jnp.mean(q)
 
     (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.critic_params)
     params, opt, grad_norm = optim.apply(
         state.critic_params, grads, state.critic_opt, hp.lr, hp.max_grad_norm, optimizer=optimizer
     )
     state = state.replace(critic_params=params, critic_opt=opt, critic_steps=state.critic_steps + 1)
-    return state, (loss, q, grad_norm)
+    return state, (loss, q, grad_norm, clipped)
 
 
 def actor_step(
@@ -201,12 +263,14 @@ def actor_step(
     actor: Actor,
     critic: TwinCritic,
     optimizer: optim.Optimizer | None = None,
+    head: ValueHead = SCALAR,
 ) -> tuple[TD3State, jax.Array]:
-    """The delayed step: the actor ascends ``E[Q_1(s, μ(s))]``, then the target
-    actor and critics move by ``τ``. Returns ``(state, actor loss)``."""
+    """The delayed step: the actor ascends ``E[Q_1(s, μ(s))]`` (a categorical
+    critic's: its distribution's mean), then the target actor and critics move
+    by ``τ``. Returns ``(state, actor loss)``."""
 
     def loss_fn(params):
-        return -jnp.mean(critic.apply(state.critic_params, obs, actor.apply(params, obs))[0])
+        return -jnp.mean(head.q(critic.apply(state.critic_params, obs, actor.apply(params, obs))[0]))
 
     loss, grads = jax.value_and_grad(loss_fn)(state.actor_params)
     params, opt, _ = optim.apply(
@@ -255,7 +319,8 @@ def make_agent(
         actor_torso = make_torso(algo.network, algo, env.obs_shape)
         critic_torso = make_torso(algo.network, algo, (int(np.prod(env.obs_shape)) + dim,))
     actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, actor_torso, perf)
-    critic = TwinCritic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf)
+    head = critic_head(algo)
+    critic = TwinCritic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf, atoms=head.atoms)
     optimizer = optim.make(optimizer)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = replay.gradient_steps(algo, num_envs)
@@ -369,23 +434,23 @@ def make_agent(
                 critic_out = []
                 for i in range(delay):
                     sampled = batch_at(state, index[i])
-                    state, out = critic_step(state, sampled, noise[i], hp, actor, critic, optimizer)
+                    state, out = critic_step(state, sampled, noise[i], hp, actor, critic, optimizer, head)
                     critic_out.append(out)
-                state, actor_loss = actor_step(state, sampled.obs, hp, actor, critic, optimizer)
+                state, actor_loss = actor_step(state, sampled.obs, hp, actor, critic, optimizer, head)
                 stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *critic_out)
                 return state, (stacked, actor_loss)
 
             shape = (grad_steps // delay, delay)
             inputs = (index.reshape(shape + index.shape[1:]), noise.reshape(shape + noise.shape[1:]))
-            state, ((loss, q, grad_norm), actor_losses) = jax.lax.scan(group, state, inputs)
+            state, ((loss, q, grad_norm, clipped), actor_losses) = jax.lax.scan(group, state, inputs)
             actor_loss = jnp.mean(actor_losses)
         else:
 
             def one(state, inputs):
                 index, noise = inputs
                 sampled = batch_at(state, index)
-                state, out = critic_step(state, sampled, noise, hp, actor, critic, optimizer)
-                stepped, actor_loss = actor_step(state, sampled.obs, hp, actor, critic, optimizer)
+                state, out = critic_step(state, sampled, noise, hp, actor, critic, optimizer, head)
+                stepped, actor_loss = actor_step(state, sampled.obs, hp, actor, critic, optimizer, head)
                 due = state.critic_steps % delay == 0
                 moved = ("actor_params", "actor_opt", "target_actor_params", "target_critic_params")
                 state = state.replace(
@@ -396,10 +461,10 @@ def make_agent(
                 )
                 return state, (out, actor_loss, due)
 
-            state, ((loss, q, grad_norm), actor_losses, due) = jax.lax.scan(one, state, (index, noise))
+            state, ((loss, q, grad_norm, clipped), actor_losses, due) = jax.lax.scan(one, state, (index, noise))
             count = jnp.sum(due.astype(jnp.float32))
             actor_loss = jnp.where(count > 0, jnp.sum(jnp.where(due, actor_losses, 0.0)) / jnp.maximum(count, 1.0), 0.0)
-        loss, q, grad_norm = jnp.mean(loss), jnp.mean(q), jnp.mean(grad_norm)
+        loss, q, grad_norm, clipped = jnp.mean(loss), jnp.mean(q), jnp.mean(grad_norm), jnp.mean(clipped)
         finite = (
             jnp.isfinite(loss)
             & jnp.isfinite(actor_loss)
@@ -412,6 +477,7 @@ def make_agent(
             q=q,
             grad_norm=grad_norm,
             lr=hp.lr,
+            clipped=clipped,
         )
         return state, metrics
 
@@ -447,6 +513,14 @@ def validate(config: Config) -> None:
     replay.validate_replay(config, 256, 100000)
     check_network(algo)
     check_mlp(algo, "[256,256]")
+    require_one_of("algo.critic", algo.critic, ("scalar", "categorical"), "categorical")
+    if algo.critic == "categorical" and not algo.v_min < algo.v_max:
+        raise ConfigError(
+            "algo.v_max",
+            algo.v_max,
+            f"must be above algo.v_min={algo.v_min} (the critics' support runs from v_min to v_max)",
+            "pass a v_min below v_max that brackets the discounted returns, e.g. algo.v_min=-250 algo.v_max=250",
+        )
 
 
 ALGORITHM = Algorithm(

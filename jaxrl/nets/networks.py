@@ -305,12 +305,15 @@ class ImplicitQuantileNetwork(nn.Module):
 class TwinCritic(nn.Module):
     """Twin Q-functions of a continuous-action learner (SAC, TD3):
     ``(obs [..., obs], action [..., d]) → [2, ...]``, each a torso (default: an
-    MLP of ``hidden_sizes``) on ``[obs, action]`` under a linear head."""
+    MLP of ``hidden_sizes``) on ``[obs, action]`` under a linear head; with
+    ``atoms`` > 0, each head gives the logits of a categorical return
+    distribution, ``[2, ..., atoms]``."""
 
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     torso: nn.Module | None = None  # [..., obs + action] → [..., features]
     perf: bool = False
+    atoms: int = 0
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
@@ -321,6 +324,8 @@ class TwinCritic(nn.Module):
                 return MLP(self.hidden_sizes, self.activation, perf=self.perf)
             return with_perf(self.torso, self.perf).clone(parent=self, name=f"q{i}_torso")
 
+        if self.atoms:
+            return jnp.stack([dense(self.atoms, 1.0, perf=self.perf)(torso(i)(x)) for i in range(2)])
         qs = [dense(1, 1.0, perf=self.perf)(torso(i)(x))[..., 0] for i in range(2)]
         return jnp.stack(qs)
 

@@ -95,9 +95,12 @@ def write_config(path: str, config: Config) -> None:
     os.replace(tmp, path)
 
 
-# (section, field) of hashed fields added after runs were written: at their
-# default they are left out of the hash, so those runs still resume.
-ADDED_AT_DEFAULT = (("env", "module"),)
+# (section, field, algorithm or None: every one) of hashed fields added after runs
+# were written: at their default they are left out of the hash, so those runs still resume.
+ADDED_AT_DEFAULT = (
+    ("env", "module", None),
+    *(("algo", name, "td3") for name in ("critic", "atoms", "v_min", "v_max")),  # TD3's categorical critic
+)
 
 
 def config_digest(spec: Any) -> str:
@@ -112,9 +115,13 @@ def config_digest(spec: Any) -> str:
     for f in dataclasses.fields(Config):
         if not policy_of(f).hashed:
             data.pop(f.name, None)
-    for section, name in ADDED_AT_DEFAULT:  # fields added later leave older runs' hashes as they were
-        if data.get(section, {}).get(name) == getattr(getattr(Config(), section), name):
-            data[section].pop(name)
+    for section, name, algo in ADDED_AT_DEFAULT:  # fields added later leave older runs' hashes as they were
+        if algo is not None and spec.config.algo.name != algo:
+            continue
+        default = type(getattr(spec.config, section))()  # the section's own defaults (algo: its algorithm's)
+        kept = data.get(section, {})
+        if name in kept and kept[name] == to_dict(default)[name]:
+            kept.pop(name)
     members = spec.members
     hparams = jax.tree.map(np.asarray, members.hparams)
     data["_members"] = {
