@@ -170,3 +170,39 @@ def test_field_policies_are_declared_once_and_derived():
         "lr", "gamma", "gae_lambda", "clip_eps", "vf_coef", "ent_coef", "max_grad_norm", "target_kl", "min_lr",
         "max_lr", "reward_scale",
     )  # fmt: skip
+
+
+def test_td3s_critic_fields_at_their_defaults_leave_older_runs_hash():
+    """TD3 runs written before ``algo.critic``/``atoms``/``v_min``/``v_max`` existed
+    hashed a config without them: at their defaults they stay out of the digest
+    (so those runs resume); any other value is in it."""
+    import dataclasses
+
+    from jaxrl.core.fields import policy_of
+    from jaxrl.run.checkpoint import config_hash
+    from jaxrl.run.overrides import resolve, to_dict
+    from jaxrl.run.rundir import config_digest, jsonable
+    from jaxrl.run.spec import prepare
+
+    config = resolve(["env=pendulum", "algo=td3", "total_timesteps=2048"])
+    spec = prepare(config, "unused", layout=False)
+    older = to_dict(config)  # what the version before these fields hashed
+    for f in dataclasses.fields(type(config)):
+        if not policy_of(f).hashed:
+            older.pop(f.name, None)
+    older["env"].pop("module")
+    for name in ("critic", "atoms", "v_min", "v_max"):
+        older["algo"].pop(name)
+    import jax
+    import numpy as np
+
+    members = spec.members
+    older["_members"] = {
+        "seeds": list(members.seeds),
+        "config_index": list(members.config_index),
+        "labels": list(members.labels),
+        "hparams": jsonable(jax.tree.map(np.asarray, members.hparams).to_dict()),
+    }
+    assert config_digest(spec) == config_hash(older)
+    categorical = resolve(["env=pendulum", "algo=td3", "total_timesteps=2048", "algo.critic=categorical"])
+    assert config_digest(prepare(categorical, "unused", layout=False)) != config_digest(spec)
