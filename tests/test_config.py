@@ -172,8 +172,9 @@ def test_field_policies_are_declared_once_and_derived():
     )  # fmt: skip
 
 
-def test_td3s_critic_fields_at_their_defaults_leave_older_runs_hash():
-    """TD3 runs written before ``algo.critic``/``atoms``/``v_min``/``v_max`` existed
+@pytest.mark.parametrize("algo", ["td3", "sac"])
+def test_the_critic_fields_at_their_defaults_leave_older_runs_hash(algo):
+    """TD3 and SAC runs written before ``algo.critic``/``atoms``/``v_min``/``v_max`` existed
     hashed a config without them: at their defaults they stay out of the digest
     (so those runs resume); any other value is in it."""
     import dataclasses
@@ -184,7 +185,7 @@ def test_td3s_critic_fields_at_their_defaults_leave_older_runs_hash():
     from jaxrl.run.rundir import config_digest, jsonable
     from jaxrl.run.spec import prepare
 
-    config = resolve(["env=pendulum", "algo=td3", "total_timesteps=2048"])
+    config = resolve(["env=pendulum", f"algo={algo}", "total_timesteps=2048"])
     spec = prepare(config, "unused", layout=False)
     older = to_dict(config)  # what the version before these fields hashed
     for f in dataclasses.fields(type(config)):
@@ -204,5 +205,5 @@ def test_td3s_critic_fields_at_their_defaults_leave_older_runs_hash():
         "hparams": jsonable(jax.tree.map(np.asarray, members.hparams).to_dict()),
     }
     assert config_digest(spec) == config_hash(older)
-    categorical = resolve(["env=pendulum", "algo=td3", "total_timesteps=2048", "algo.critic=categorical"])
+    categorical = resolve(["env=pendulum", f"algo={algo}", "total_timesteps=2048", "algo.critic=categorical"])
     assert config_digest(prepare(categorical, "unused", layout=False)) != config_digest(spec)

@@ -221,6 +221,7 @@ BAD = [
     (("env=pendulum", "algo=td3", "algo.critic=categorical", "algo.v_min=0", "algo.v_max=-1"), "algo.v_max=-1"),
     (("env=pendulum", "algo=td3", "algo.critic=quantile"), "algo.critic=quantile"),
     (("env=pendulum", "algo=td3", "algo.critic=categorical", "algo.atoms=1"), "algo.atoms=1"),
+    (("env=pendulum", "algo=sac", "algo.critic=categorical", "algo.v_min=5", "algo.v_max=5"), "algo.v_max=5"),
 ]
 
 
@@ -319,3 +320,64 @@ def test_td3s_categorical_critic_step_equals_a_float64_loop(terminated):
     _, actor_loss = td3.actor_step(state, batch.obs, hp, actor, critic, opt, head)
     first = np.asarray(critic.apply(critic_params, batch.obs, actor.apply(actor_params, batch.obs)), np.float64)[0]
     assert float(actor_loss) == pytest.approx(-float(np.mean(_softmax(first) @ z)), rel=1e-5, abs=1e-6)
+
+
+def test_sacs_categorical_critic_loss_equals_a_float64_loop():
+    """SAC's categorical critics: the soft target ``r·scale + γ' (z − α log π(a'|s'))``
+    under the twin target distribution with the smaller mean, projected by
+    Algorithm 1 (float64), cross-entropy summed over both critics; the actor
+    loss on the smaller of the critics' means."""
+    from jaxrl.algos import sac
+    from jaxrl.algos.qvalue import critic_head
+    from jaxrl.algos.replay import Transition
+    from jaxrl.envs.core import Box
+    from jaxrl.nets.networks import TwinCritic
+
+    algo = sac.SACConfig(critic="categorical", atoms=21, v_min=-5.0, v_max=5.0)
+    head = critic_head(algo)
+    space = Box(-np.ones(2, np.float32), np.ones(2, np.float32), (2,))
+    actor, critic = sac.Actor(2, (16, 16)), TwinCritic((16, 16), atoms=21)
+    rng = np.random.default_rng(4)
+    b = 32
+    batch = Transition(
+        obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
+        action=jnp.asarray(rng.uniform(-1, 1, (b, 2)), jnp.float32),
+        reward=jnp.asarray(rng.normal(size=b) * 3, jnp.float32),
+        terminated=jnp.asarray(rng.uniform(size=b) < 0.3),
+        next_obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
+    )
+    actor_params = actor.init(jax.random.key(0), batch.obs)
+    critic_params = critic.init(jax.random.key(1), batch.obs, batch.action)
+    target = jax.tree.map(lambda x: x - 0.05, critic_params)
+    log_alpha = jnp.log(jnp.float32(0.3))
+    hp = SimpleNamespace(gamma=0.9, reward_scale=1.5)
+    noise = jnp.asarray(rng.normal(size=(b, 2)), jnp.float32)
+    loss, (q, clipped) = sac.critic_loss(
+        critic_params, target, actor_params, log_alpha, batch, None, hp, actor, critic, space, noise=noise, head=head
+    )
+
+    next_action, next_logp, _ = sac._policy(actor, actor_params, batch.next_obs, space).from_noise(noise)
+    z = np.linspace(-5.0, 5.0, 21)
+    probs = _softmax(np.asarray(critic.apply(target, batch.next_obs, next_action), np.float64))  # [2, B, A]
+    means = probs @ z
+    picked = np.where((means[0] <= means[1])[:, None], probs[0], probs[1])
+    discount = 0.9 * (1.0 - np.asarray(batch.terminated, np.float64))
+    atoms = 1.5 * np.asarray(batch.reward, np.float64)[:, None] + discount[:, None] * (
+        z - 0.3 * np.asarray(next_logp, np.float64)[:, None]
+    )
+    want_target = _project_loop(atoms, picked, z)
+    online = np.asarray(critic.apply(critic_params, batch.obs, batch.action), np.float64)
+    log_p = np.log(_softmax(online))
+    want = sum(float(np.mean(-np.sum(want_target * log_p[i], axis=-1))) for i in range(2))
+    assert float(loss) == pytest.approx(want, rel=1e-5)
+    assert float(q) == pytest.approx(float(np.mean(_softmax(online) @ z)), rel=1e-5, abs=1e-6)
+    outside = (atoms < z[0]) | (atoms > z[-1])
+    assert float(clipped) == pytest.approx(float(np.mean(np.sum(picked * outside, -1))), rel=1e-5, abs=1e-7)
+
+    a_loss, logp = sac.actor_loss(
+        actor_params, critic_params, log_alpha, batch.obs, None, actor, critic, space, noise=noise, head=head
+    )
+    action, _, _ = sac._policy(actor, actor_params, batch.obs, space).from_noise(noise)
+    qs = _softmax(np.asarray(critic.apply(critic_params, batch.obs, action), np.float64)) @ z  # [2, B]
+    want_actor = np.mean(0.3 * np.asarray(logp, np.float64) - qs.min(axis=0))
+    assert float(a_loss) == pytest.approx(float(want_actor), rel=1e-5, abs=1e-6)

@@ -18,7 +18,10 @@ PQN_CARTPOLE = "python -m jaxrl.train env=cartpole algo=pqn seeds=16"
 TD3_PENDULUM = "python -m jaxrl.train env=pendulum algo=td3 seeds=4"
 C51_CARTPOLE = "python -m jaxrl.train env=cartpole algo=c51 seeds=16"
 VALUE = [
-    c for c in COMMANDS if re.search(r"algo=(pqn|dqn|c51|qrdqn|iqn|td3)\b", c) and c.startswith("python -m jaxrl.train")
+    c
+    for c in COMMANDS
+    if c.startswith("python -m jaxrl.train")
+    and (re.search(r"algo=(pqn|dqn|c51|qrdqn|iqn|td3)\b", c) or "algo.critic=categorical" in c)
 ]
 NOISE_SWEEP = next(c for c in COMMANDS if c.startswith("python -m jaxrl.sweep") and "algo=td3" in c)
 # at the CI budgets of COMMANDS: (statistic, floor) each run must reach ("min": every seed's final
@@ -38,6 +41,10 @@ LEARNS = {
     "python -m jaxrl.train env=cartpole algo=iqn seeds=8": ("iqm", 60.0),  # 40k steps: 119, 98
     # TD3's categorical critic at 8k steps (random play ≈ −1200; every seed ≥ −208 from 8.7k on)
     "python -m jaxrl.train env=pendulum algo=td3 seeds=4 algo.critic=categorical algo.v_min=-1600 algo.v_max=0": (
+        "iqm",
+        -400.0,
+    ),
+    "python -m jaxrl.train env=pendulum algo=sac seeds=4 algo.critic=categorical algo.v_min=-1600 algo.v_max=0": (
         "iqm",
         -400.0,
     ),

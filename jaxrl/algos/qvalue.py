@@ -30,6 +30,9 @@ __all__ = [
     "q_loss",
     "td_loss",
     "validate_q_network",
+    "critic_head",
+    "smaller_twin",
+    "validate_critic",
 ]
 
 
@@ -170,4 +173,32 @@ def validate_q_network(algo: Any) -> None:
             algo.v_max,
             f"must be above algo.v_min={algo.v_min} (the support runs from v_min to v_max)",
             "pass a v_min below v_max that brackets the discounted returns, e.g. algo.v_min=0 algo.v_max=100",
+        )
+
+
+def critic_head(algo: Any) -> ValueHead:
+    """The twin critics' head a continuous-action learner's ``algo.critic`` asks for
+    (SAC, TD3): one value, or a categorical distribution on ``atoms`` points from
+    ``v_min`` to ``v_max``."""
+    if getattr(algo, "critic", "scalar") == "categorical":
+        return ValueHead("categorical", algo.atoms, float(algo.v_min), float(algo.v_max))
+    return ValueHead()
+
+
+def smaller_twin(head: ValueHead, logits: jax.Array) -> jax.Array:
+    """Clipped double Q in distribution form: of two critics' outputs ``[2, ..., atoms]``,
+    per item the one whose mean is the smaller ``[..., atoms]`` (the first on ties)."""
+    means = head.q(logits)
+    return jnp.where((means[0] <= means[1])[..., None], logits[0], logits[1])
+
+
+def validate_critic(algo: Any) -> None:
+    """``algo.critic`` is scalar or categorical, and a categorical support is an interval."""
+    require_one_of("algo.critic", algo.critic, ("scalar", "categorical"), "categorical")
+    if algo.critic == "categorical" and not algo.v_min < algo.v_max:
+        raise ConfigError(
+            "algo.v_max",
+            algo.v_max,
+            f"must be above algo.v_min={algo.v_min} (the critics' support runs from v_min to v_max)",
+            "pass a v_min below v_max that brackets the discounted returns, e.g. algo.v_min=-250 algo.v_max=250",
         )

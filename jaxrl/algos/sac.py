@@ -31,12 +31,13 @@ from flax import struct
 
 from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
+from jaxrl.algos.qvalue import ValueHead, critic_head, smaller_twin, validate_critic
 from jaxrl.algos.replay import Transition, scale_action
-from jaxrl.core.checks import OPEN_UNIT, POSITIVE, UNIT, check_mlp
+from jaxrl.core.checks import OPEN_UNIT, POSITIVE, UNIT, Range, check_mlp
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
-from jaxrl.core.fields import HParams, traced
+from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Box, Env
 from jaxrl.nets.networks import MLP, TwinCritic, check_network, dense, init_many, make_torso, with_perf
 from jaxrl.rl import buffers, normalize, optim
@@ -75,6 +76,12 @@ class SACConfig:
     normalize_obs: bool = False
     log_std_min: float = -5.0
     log_std_max: float = 2.0
+    # scalar | categorical: each critic's return distribution on ``atoms`` points from
+    # v_min to v_max, learned by cross-entropy to the projected soft target
+    critic: str = "scalar"
+    atoms: int = setting(101, check=Range(2, integer=True))
+    v_min: float = -250.0
+    v_max: float = 250.0
     # --- traced -------------------------------------------------------------
     lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-1, True))  # actor and critic
     alpha_lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-2, True))  # temperature
@@ -136,6 +143,7 @@ class StepMetrics(NamedTuple):
     entropy: jax.Array  # −E[log π(a|s)]
     q: jax.Array  # mean Q(s, a) of the batch
     grad_norm: jax.Array  # critic gradient norm
+    clipped: jax.Array  # categorical critics: target mass outside [v_min, v_max] (0 with scalar ones)
 
 
 class UpdateMetrics(NamedTuple):
@@ -148,6 +156,10 @@ class UpdateMetrics(NamedTuple):
     q: jax.Array
     grad_norm: jax.Array
     lr: jax.Array
+    clipped: jax.Array  # categorical critics: target mass outside [v_min, v_max] (0 with scalar ones)
+
+
+SCALAR = ValueHead()  # one value per critic
 
 
 def _policy(actor: Actor, params: Any, obs: jax.Array, space: Box) -> TanhGaussian:
@@ -173,19 +185,33 @@ def critic_loss(
     space: Box,
     *,
     noise: jax.Array | None = None,
-) -> tuple[jax.Array, jax.Array]:
-    """``½ Σ_i E[(Q_i(s, a) − y)²]`` with the soft, time-limit-aware target ``y``;
-    ``a' ~ π(·|s')`` from ``key``, or from its standard-normal ``noise`` ``[B, d]``."""
+    head: ValueHead = SCALAR,
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """``½ Σ_i E[(Q_i(s, a) − y)²]`` with the soft, time-limit-aware target
+    ``y = r·scale + γ (1 − terminated) (min_i Q̄_i(s', a') − α log π(a'|s'))``;
+    ``a' ~ π(·|s')`` from ``key``, or from its standard-normal ``noise`` ``[B, d]``.
+    With a categorical ``head``: ``Σ_i E[CE(target, p_i(s, a))]``, the target the
+    projection of ``r·scale + γ' (z − α log π(a'|s'))`` under the twin target
+    distribution with the smaller mean. Returns ``(loss, (mean Q, clipped share))``."""
     next_policy = _policy(actor, actor_params, batch.next_obs, space)
     next_action, next_logp, _ = _sample(next_policy, key, noise)
-    next_q = jnp.min(critic.apply(target_params, batch.next_obs, next_action), axis=0)
     alpha = jnp.exp(log_alpha)
     not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
+    next_out = critic.apply(target_params, batch.next_obs, next_action)
+    if head.kind == "categorical":
+        picked = smaller_twin(head, next_out)
+        discount = hp.gamma * not_terminal
+        ret = hp.reward_scale * batch.reward - discount * alpha * next_logp
+        target = jax.lax.stop_gradient(head.target(ret, discount, picked))
+        logits = critic.apply(critic_params, batch.obs, batch.action)
+        loss = head.loss(logits[0], target) + head.loss(logits[1], target)
+        return loss, (jnp.mean(head.q(logits)), jax.lax.stop_gradient(head.clipped(ret, discount, picked)))
+    next_q = jnp.min(next_out, axis=0)
     target = hp.reward_scale * batch.reward + hp.gamma * not_terminal * (next_q - alpha * next_logp)
     target = jax.lax.stop_gradient(target)
     q = critic.apply(critic_params, batch.obs, batch.action)
     loss = 0.5 * jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
-    return loss, jnp.mean(q)
+    return loss, (jnp.mean(q), jnp.zeros(()))
 
 
 def actor_loss(
@@ -199,11 +225,13 @@ def actor_loss(
     space: Box,
     *,
     noise: jax.Array | None = None,
+    head: ValueHead = SCALAR,
 ) -> tuple[jax.Array, jax.Array]:
-    """``E[α log π(ã|s) − min_i Q_i(s, ã)]``, ``ã`` reparameterized (from ``key``,
-    or from its standard-normal ``noise`` ``[B, d]``); returns ``(loss, log π)``."""
+    """``E[α log π(ã|s) − min_i Q_i(s, ã)]`` (categorical critics: their means),
+    ``ã`` reparameterized (from ``key``, or from its standard-normal ``noise``
+    ``[B, d]``); returns ``(loss, log π)``."""
     action, logp, _ = _sample(_policy(actor, actor_params, obs, space), key, noise)
-    q = jnp.min(critic.apply(critic_params, obs, action), axis=0)
+    q = jnp.min(head.q(critic.apply(critic_params, obs, action)), axis=0)
     alpha = jax.lax.stop_gradient(jnp.exp(log_alpha))
     return jnp.mean(alpha * logp - q), logp
 
@@ -224,6 +252,7 @@ def gradient_step(
     *,
     noise: jax.Array | None = None,
     optimizer: optim.Optimizer | None = None,
+    head: ValueHead = SCALAR,
 ) -> tuple[SACState, StepMetrics]:
     """Critics, then actor and temperature, then the target critics (``τ``).
     The actor and the critics take a step of ``optimizer`` (default: clip +
@@ -239,7 +268,7 @@ def gradient_step(
     else:
         key_critic = key_actor = None
         noise_critic, noise_actor = noise[0], noise[1]
-    (c_loss, q_mean), c_grads = jax.value_and_grad(critic_loss, has_aux=True)(
+    (c_loss, (q_mean, clipped)), c_grads = jax.value_and_grad(critic_loss, has_aux=True)(
         state.critic_params,
         state.target_params,
         state.actor_params,
@@ -251,6 +280,7 @@ def gradient_step(
         critic,
         space,
         noise=noise_critic,
+        head=head,
     )
     critic_params, critic_opt, grad_norm = optim.apply(
         state.critic_params, c_grads, state.critic_opt, hp.lr, hp.max_grad_norm, optimizer=optimizer
@@ -265,6 +295,7 @@ def gradient_step(
         critic,
         space,
         noise=noise_actor,
+        head=head,
     )
     actor_params, actor_opt, _ = optim.apply(
         state.actor_params, a_grads, state.actor_opt, hp.lr, hp.max_grad_norm, optimizer=optimizer
@@ -282,7 +313,7 @@ def gradient_step(
         critic_opt=critic_opt,
         alpha_opt=alpha_opt,
     )
-    metrics = StepMetrics(c_loss, a_loss, al_loss, jnp.exp(log_alpha), -jnp.mean(logp), q_mean, grad_norm)
+    metrics = StepMetrics(c_loss, a_loss, al_loss, jnp.exp(log_alpha), -jnp.mean(logp), q_mean, grad_norm, clipped)
     return new_state, metrics
 
 
@@ -317,7 +348,8 @@ def make_agent(
         actor_torso = make_torso(algo.network, algo, env.obs_shape)
         critic_torso = make_torso(algo.network, algo, (flat_obs + dim,))
     actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, algo.log_std_min, algo.log_std_max, actor_torso, perf)
-    critic = TwinCritic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf)
+    head = critic_head(algo)
+    critic = TwinCritic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf, atoms=head.atoms)
     optimizer = optim.make(optimizer)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = replay.gradient_steps(algo, num_envs)
@@ -413,7 +445,9 @@ def make_agent(
             sampled = buffers.take(state.buffer, index)
             if algo.normalize_obs:
                 sampled = sampled._replace(obs=prep(state, sampled.obs), next_obs=prep(state, sampled.next_obs))
-            return gradient_step(state, sampled, None, hp, actor, critic, space, noise=noise, optimizer=optimizer)
+            return gradient_step(
+                state, sampled, None, hp, actor, critic, space, noise=noise, optimizer=optimizer, head=head
+            )
 
         state, m = jax.lax.scan(step, state.replace(key=key), (index, noise))
         m = jax.tree.map(jnp.mean, m)
@@ -432,6 +466,7 @@ def make_agent(
             q=m.q,
             grad_norm=m.grad_norm,
             lr=hp.lr,
+            clipped=m.clipped,
         )
         return state, metrics
 
@@ -465,6 +500,7 @@ def validate(config: Config) -> None:
     replay.validate_replay(config, 256, 100000)
     check_network(algo)
     check_mlp(algo, "[256,256]")
+    validate_critic(algo)
     if not algo.log_std_min < algo.log_std_max:
         raise ConfigError(
             "algo.log_std_min",

@@ -29,12 +29,11 @@ from flax import struct
 
 from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
-from jaxrl.algos.qvalue import ValueHead
+from jaxrl.algos.qvalue import ValueHead, critic_head, smaller_twin, validate_critic
 from jaxrl.algos.replay import Transition, scale_action
-from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp, require_one_of
+from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
-from jaxrl.core.errors import ConfigError
 from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Box, Env
 from jaxrl.nets.networks import MLP, TwinCritic, check_network, dense, init_many, make_torso, with_perf
@@ -145,14 +144,6 @@ class UpdateMetrics(NamedTuple):
 SCALAR = ValueHead()  # one value per critic
 
 
-def critic_head(algo: TD3Config) -> ValueHead:
-    """The critics' head ``algo.critic`` asks for: one value, or a categorical
-    distribution on ``atoms`` points from ``v_min`` to ``v_max``."""
-    if algo.critic == "categorical":
-        return ValueHead("categorical", algo.atoms, float(algo.v_min), float(algo.v_max))
-    return SCALAR
-
-
 def correlated_noise(last: jax.Array, white: jax.Array, rho: jax.Array) -> jax.Array:
     """AR(1) noise ``n_t = ρ n_{t−1} + √(1 − ρ²) ε_t`` over ``T`` steps.
 
@@ -205,9 +196,7 @@ def categorical_td3_targets(
     distribution's mass the projection clipped ``[]``."""
     smoothing = jnp.clip(hp.target_noise * noise, -hp.noise_clip, hp.noise_clip)
     next_action = jnp.clip(next_action_mean + smoothing, -1.0, 1.0)
-    logits = target_critic(batch.next_obs, next_action)  # [2, B, atoms]
-    means = head.q(logits)  # [2, B]
-    picked = jnp.where((means[0] <= means[1])[:, None], logits[0], logits[1])
+    picked = smaller_twin(head, target_critic(batch.next_obs, next_action))  # [B, atoms]
     ret = hp.reward_scale * batch.reward
     discount = hp.gamma * (1.0 - batch.terminated.astype(jnp.float32))
     return head.target(ret, discount, picked), head.clipped(ret, discount, picked)
@@ -513,14 +502,7 @@ def validate(config: Config) -> None:
     replay.validate_replay(config, 256, 100000)
     check_network(algo)
     check_mlp(algo, "[256,256]")
-    require_one_of("algo.critic", algo.critic, ("scalar", "categorical"), "categorical")
-    if algo.critic == "categorical" and not algo.v_min < algo.v_max:
-        raise ConfigError(
-            "algo.v_max",
-            algo.v_max,
-            f"must be above algo.v_min={algo.v_min} (the critics' support runs from v_min to v_max)",
-            "pass a v_min below v_max that brackets the discounted returns, e.g. algo.v_min=-250 algo.v_max=250",
-        )
+    validate_critic(algo)
 
 
 ALGORITHM = Algorithm(

@@ -99,7 +99,7 @@ def write_config(path: str, config: Config) -> None:
 # were written: at their default they are left out of the hash, so those runs still resume.
 ADDED_AT_DEFAULT = (
     ("env", "module", None),
-    *(("algo", name, "td3") for name in ("critic", "atoms", "v_min", "v_max")),  # TD3's categorical critic
+    *(("algo", name, algo) for algo in ("td3", "sac") for name in ("critic", "atoms", "v_min", "v_max")),
 )
 
 
