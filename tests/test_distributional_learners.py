@@ -252,6 +252,22 @@ def test_bad_distributional_settings_are_one_line_and_exit_2(args, field, tmp_pa
     assert not (tmp_path / "runs").exists()
 
 
+def _continuous_batch(seed: int, terminated_share: float, b: int = 32):
+    """A replay batch of 3-d observations and 2-d actions in [−1, 1]; rewards × 3,
+    so that some targets leave a ±5 support."""
+    from jaxrl.algos.replay import Transition
+
+    rng = np.random.default_rng(seed)
+    batch = Transition(
+        obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
+        action=jnp.asarray(rng.uniform(-1, 1, (b, 2)), jnp.float32),
+        reward=jnp.asarray(rng.normal(size=b) * 3, jnp.float32),
+        terminated=jnp.asarray(rng.uniform(size=b) < terminated_share),
+        next_obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
+    )
+    return rng, batch
+
+
 @pytest.mark.parametrize("terminated", [False, True])
 def test_td3s_categorical_critic_step_equals_a_float64_loop(terminated):
     """One categorical TD3 critic step (FastTD3's critic): the twin target
@@ -259,21 +275,12 @@ def test_td3s_categorical_critic_step_equals_a_float64_loop(terminated):
     by Algorithm 1 (float64), cross-entropy summed over both critics; the
     clipped share; the actor ascends the first critic's mean."""
     from jaxrl.algos import td3
-    from jaxrl.algos.replay import Transition
     from jaxrl.nets.networks import TwinCritic
 
     algo = td3.TD3Config(critic="categorical", atoms=21, v_min=-5.0, v_max=5.0, hidden_sizes=(16, 16))
     head = td3.critic_head(algo)
     actor, critic = td3.Actor(2, (16, 16)), TwinCritic((16, 16), atoms=21)
-    rng = np.random.default_rng(3)
-    b = 32
-    batch = Transition(
-        obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
-        action=jnp.asarray(rng.uniform(-1, 1, (b, 2)), jnp.float32),
-        reward=jnp.asarray(rng.normal(size=b) * 3, jnp.float32),  # some targets leave the support
-        terminated=jnp.asarray(rng.uniform(size=b) < (0.5 if terminated else 0.0)),
-        next_obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
-    )
+    rng, batch = _continuous_batch(3, 0.5 if terminated else 0.0)
     actor_params = actor.init(jax.random.key(0), batch.obs)
     critic_params = critic.init(jax.random.key(1), batch.obs, batch.action)
     target_critic = jax.tree.map(lambda x: x + 0.05, critic_params)  # another network than the online one
@@ -287,7 +294,7 @@ def test_td3s_categorical_critic_step_equals_a_float64_loop(terminated):
     )
     state.replace = lambda **kw: SimpleNamespace(**{**vars(state), **kw})
     hp = SimpleNamespace(gamma=0.9, reward_scale=1.5, lr=1e-3, max_grad_norm=10.0, target_noise=0.2, noise_clip=0.5)
-    noise = jnp.asarray(rng.normal(size=(b, 2)), jnp.float32)
+    noise = jnp.asarray(rng.normal(size=(32, 2)), jnp.float32)
     _, (loss, q, _, clipped) = td3.critic_step(state, batch, noise, hp, actor, critic, opt, head)
 
     # the oracle: float64 from the networks' outputs on
@@ -329,7 +336,6 @@ def test_sacs_categorical_critic_loss_equals_a_float64_loop():
     loss on the smaller of the critics' means."""
     from jaxrl.algos import sac
     from jaxrl.algos.qvalue import critic_head
-    from jaxrl.algos.replay import Transition
     from jaxrl.envs.core import Box
     from jaxrl.nets.networks import TwinCritic
 
@@ -337,21 +343,13 @@ def test_sacs_categorical_critic_loss_equals_a_float64_loop():
     head = critic_head(algo)
     space = Box(-np.ones(2, np.float32), np.ones(2, np.float32), (2,))
     actor, critic = sac.Actor(2, (16, 16)), TwinCritic((16, 16), atoms=21)
-    rng = np.random.default_rng(4)
-    b = 32
-    batch = Transition(
-        obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
-        action=jnp.asarray(rng.uniform(-1, 1, (b, 2)), jnp.float32),
-        reward=jnp.asarray(rng.normal(size=b) * 3, jnp.float32),
-        terminated=jnp.asarray(rng.uniform(size=b) < 0.3),
-        next_obs=jnp.asarray(rng.normal(size=(b, 3)), jnp.float32),
-    )
+    rng, batch = _continuous_batch(4, 0.3)
     actor_params = actor.init(jax.random.key(0), batch.obs)
     critic_params = critic.init(jax.random.key(1), batch.obs, batch.action)
     target = jax.tree.map(lambda x: x - 0.05, critic_params)
     log_alpha = jnp.log(jnp.float32(0.3))
     hp = SimpleNamespace(gamma=0.9, reward_scale=1.5)
-    noise = jnp.asarray(rng.normal(size=(b, 2)), jnp.float32)
+    noise = jnp.asarray(rng.normal(size=(32, 2)), jnp.float32)
     loss, (q, clipped) = sac.critic_loss(
         critic_params, target, actor_params, log_alpha, batch, None, hp, actor, critic, space, noise=noise, head=head
     )

@@ -24,7 +24,7 @@ from jaxrl import perf as perf_lib
 from jaxrl.actors.sebulba import LEVERS, TIME_FIELDS, HostEnvError, Sebulba, Stopped, UpdateReport, verdict
 from jaxrl.algos import algorithm_for
 from jaxrl.core.config import Config, seed_ids
-from jaxrl.core.errors import ConfigError, error_line, make_dir
+from jaxrl.core.errors import ConfigError, make_dir
 from jaxrl.core.fields import HParams
 from jaxrl.core.version import __version__
 from jaxrl.envs.core import Discrete, Env
@@ -33,7 +33,7 @@ from jaxrl.nets.networks import is_recurrent
 from jaxrl.run import stats, summary
 from jaxrl.run.checkpoint import Checkpointer, config_hash
 from jaxrl.run.io import JsonlWriter, write_json
-from jaxrl.run.logs import flat, format_count, make_writers
+from jaxrl.run.logs import flat, format_count, open_dashboards
 from jaxrl.run.overrides import to_dict
 from jaxrl.run.records import EvalRecord, UpdateRecord
 from jaxrl.run.records import read as read_records
@@ -527,27 +527,16 @@ def _dashboards(run: HostRun, run_dir: str, start_env_steps: int, fresh: bool) -
     metric, and the pipeline's figures under ``pipeline/``. One that cannot
     start is a setup problem: a ConfigError (a new run directory is removed)."""
     config = run.config
-    if config.logger == "jsonl":
-        return []
-    try:
-        return make_writers(
-            config.logger,
-            run_dir,
-            [f"seed_{s}" for s in run.seeds],
-            to_dict(dataclasses.replace(config, resume=None)),
-            config.wandb_project,
-            start_env_steps or None,
-            metrics=run.metric_names,
-        )
-    except Exception as error:
-        if fresh:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise ConfigError(
-            "logger",
-            config.logger,
-            f"could not start ({error_line(error)})",
-            "check the logger's setup, or pass logger=jsonl",
-        ) from None
+    return open_dashboards(
+        config.logger,
+        config.wandb_project,
+        to_dict(dataclasses.replace(config, resume=None)),
+        run_dir,
+        [f"seed_{s}" for s in run.seeds],
+        start_env_steps,
+        run.metric_names,
+        lambda: shutil.rmtree(run_dir, ignore_errors=True) if fresh else None,
+    )
 
 
 def _stopped(loop: _Loop, text: str, code: int) -> int:

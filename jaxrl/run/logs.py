@@ -12,13 +12,15 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import numpy as np
 
+from jaxrl.core.errors import ConfigError, error_line
 from jaxrl.run.stats import iqm
 
-__all__ = ["LiveProgress", "format_count", "scalars", "make_writers", "flat"]
+__all__ = ["LiveProgress", "format_count", "scalars", "make_writers", "open_dashboards", "flat"]
 
 
 def format_count(n: float) -> str:
@@ -307,6 +309,31 @@ def make_writers(
     if "wandb" in logger:
         writers.append(WandbWriter(run_dir, members, config, project, metrics))
     return writers
+
+
+def open_dashboards(
+    logger: str,
+    project: str,
+    config: dict[str, Any],
+    run_dir: str,
+    members: list[str],
+    start_env_steps: int,
+    metrics: tuple[str, ...],
+    on_failure: Callable[[], None],
+) -> list[Any]:
+    """The dashboard writers ``logger`` asks for (none for ``jsonl``): one curve per
+    member and declared metric, continuing after ``start_env_steps``; ``config``
+    the run's settings as a dict. One that cannot start is a setup problem:
+    ``on_failure()`` cleans up, then a one-line ConfigError."""
+    if logger == "jsonl":
+        return []
+    try:
+        return make_writers(logger, run_dir, members, config, project, start_env_steps or None, metrics=metrics)
+    except Exception as error:
+        on_failure()
+        raise ConfigError(
+            "logger", logger, f"could not start ({error_line(error)})", "check the logger's setup, or pass logger=jsonl"
+        ) from None
 
 
 def flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -21,12 +21,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxrl.core.errors import ConfigError, error_line
+from jaxrl.core.errors import ConfigError
 from jaxrl.perf.platform import enable_compile_cache
 from jaxrl.run import memory, parallel, program, records, stats, summary
 from jaxrl.run.checkpoint import Checkpointer
 from jaxrl.run.io import JsonlWriter, jsonable, write_json
-from jaxrl.run.logs import LiveProgress, flat, format_count, make_writers
+from jaxrl.run.logs import LiveProgress, flat, format_count, open_dashboards
 from jaxrl.run.overrides import to_dict
 from jaxrl.run.parallel import is_primary, to_host
 from jaxrl.run.profile import breakdown, format_breakdown
@@ -268,31 +268,23 @@ def _start_writers(spec: RunSpec, start_env_steps: int) -> list[Any]:
     """TensorBoard / W&B writers (``logger=``; process 0): one curve per member and
     declared metric. One that cannot start is a setup problem: a ConfigError."""
     config, members = spec.config, spec.members
-    if config.logger == "jsonl" or not is_primary():
+    if not is_primary():
         return []
     multi = len(members.labels) > 1
     names = [
         (f"{members.labels[c].replace(' ', ',')}/seed_{s}" if multi else f"seed_{s}")
         for s, c in zip(members.seeds, members.config_index, strict=True)
     ]
-    try:
-        return make_writers(
-            config.logger,
-            spec.run_dir,
-            names,
-            to_dict(dataclasses.replace(config, resume=None)),
-            config.wandb_project,
-            start_env_steps or None,
-            metrics=spec.algorithm.metrics,
-        )
-    except Exception as error:
-        discard(spec)
-        raise ConfigError(
-            "logger",
-            config.logger,
-            f"could not start ({error_line(error)})",
-            "check the logger's setup, or pass logger=jsonl",
-        ) from None
+    return open_dashboards(
+        config.logger,
+        config.wandb_project,
+        to_dict(dataclasses.replace(config, resume=None)),
+        spec.run_dir,
+        names,
+        start_env_steps,
+        spec.algorithm.metrics,
+        lambda: discard(spec),
+    )
 
 
 # ---------------------------------------------------------------------------
