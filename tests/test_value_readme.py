@@ -21,6 +21,7 @@ VALUE = [
     c
     for c in COMMANDS
     if c.startswith("python -m jaxrl.train")
+    and not re.search(r"env=(gymnasium|envpool):", c)  # host envs: tests/test_host_envs.py, tests/test_envpool.py
     and (re.search(r"algo=(pqn|dqn|c51|qrdqn|iqn|td3)\b", c) or "algo.critic=categorical" in c)
 ]
 NOISE_SWEEP = next(c for c in COMMANDS if c.startswith("python -m jaxrl.sweep") and "algo=td3" in c)
