@@ -226,11 +226,15 @@ def test_resume_continues_the_learner_where_it_stopped(tmp_path):
         (["env=gymnasium:CartPole-v1", "pbt.population=4"], "pbt.population=4"),
         (["env=gymnasium:CartPole-v1", "algo.network=gru"], "algo.network=gru"),
         (["env=gymnasium:JaxrlToy-v0", "env.module=no_such_module"], "env.module=no_such_module"),
+        # a sweep: one line naming the host env, not an "unknown environment" from the in-program path
+        (["sweep", "env=gymnasium:CartPole-v1", "algo.lr=1e-3,3e-3"], "env=gymnasium:CartPole-v1: cannot be swept"),
     ],
 )
 def test_bad_host_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, field):
+    command = "jaxrl.sweep" if args[0] == "sweep" else "jaxrl.train"
+    args = args[1:] if args[0] == "sweep" else args
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxrl.train", *args, f"runs_root={tmp_path / 'runs'}"],
+        [sys.executable, "-m", command, *args, f"runs_root={tmp_path / 'runs'}"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -21,6 +21,7 @@ from typing import Any
 from jaxrl.core.config import MAX_MEMBERS, Config, seed_ids, sweep_refusal
 from jaxrl.core.errors import ConfigError, error_line, make_dir
 from jaxrl.core.fields import HParams, traced_names
+from jaxrl.envs.host import is_host
 from jaxrl.perf import platform
 from jaxrl.perf.platform import Process
 from jaxrl.run import launch, report
@@ -103,6 +104,14 @@ def plan(argv: list[str]) -> Plan:
             {k: _value_text(v) for k, v in zip(axes, combo, strict=True)} for combo in itertools.product(*axes.values())
         ]
     configs = [resolve(base + [f"{k}={v}" for k, v in a.items()]) for a in assignments]
+    host = next((c.env.name for c in configs if is_host(c.env.name)), None)
+    if host is not None:  # the actor–learner pipeline trains one configuration's seeds per run
+        raise ConfigError(
+            "env",
+            host,
+            "cannot be swept yet: host envs (gymnasium:…, envpool:…) train one configuration per run",
+            "train each configuration with python -m jaxrl.train",
+        )
     groups: dict[str, list[int]] = {}
     for i, config in enumerate(configs):
         groups.setdefault(_static_signature(config), []).append(i)
