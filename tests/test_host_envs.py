@@ -19,6 +19,7 @@ import threading
 import gymnasium as gym
 import numpy as np
 import pytest
+import yaml
 
 from jaxrl import train
 from jaxrl.actors.sebulba import MARGIN, STEP_FIELDS, _Raw, take_columns, verdict
@@ -31,6 +32,7 @@ TOY = "env.module=tests.toy_host_envs"
 TINY = ["seeds=2", "num_envs=2", "algo.num_steps=16", "total_timesteps=256", "num_evals=2", "eval.episodes=2"]
 DOCS = "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4"
 DOCS_PQN = "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=pqn seeds=4"
+DOCS_MUJOCO = "python -m jaxrl.train env=gymnasium:HalfCheetah-v5 seeds=4"
 
 
 def _reference(env_id: str, seed: int, actions: list[int], **kwargs) -> list[tuple]:
@@ -303,6 +305,23 @@ def test_the_docs_pqn_command_learns(home):
     records = [json.loads(line) for line in (run_dir_of(proc) / "metrics.jsonl").read_text().splitlines()]
     epsilons = [r["epsilon"][0] for r in records if r["type"] == "update"]
     assert epsilons[0] == 1.0 and epsilons[-1] < epsilons[0]  # the actors explore on the schedule
+
+
+def test_the_docs_mujoco_command_takes_the_mujoco_preset(home):
+    """A gymnasium MuJoCo id trains with the preset envpool's MuJoCo tasks get
+    (CleanRL's continuous PPO: 8 envs × 256 steps, 10 epochs × 32 minibatches,
+    observation and reward normalization), its 6-d actions in [−1, 1]."""
+    proc = run(DOCS_MUJOCO, home, COMMANDS[DOCS_MUJOCO])
+    run_dir = run_dir_of(proc)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["num_envs"] == 8 and config["total_timesteps"] == 2048  # the budget: the CI override
+    algo = config["algo"]
+    assert (algo["num_steps"], algo["update_epochs"], algo["num_minibatches"]) == (256, 10, 32)
+    assert algo["normalize_obs"] and algo["normalize_reward"] and algo["squash"] == "clip"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env"] == "gymnasium:HalfCheetah-v5" and summary["num_updates"] == 1
+    assert len(summary["final_eval_return"]) == 4 and all(np.isfinite(summary["final_eval_return"]))
+    assert host.preset_name("gymnasium:CartPole-v1") is None and host.preset_name("gymnasium:NoSuchEnv-v0") is None
 
 
 def test_pqn_learns_from_actors_steps_as_from_its_own_rollout():

@@ -163,6 +163,14 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "2",
         "eval.episodes": "4",
     },
+    "pip install -e '.[mujoco]'": None,  # the dev extras `make test` installs include gymnasium[mujoco]
+    # the MuJoCo preset's first update, then a short evaluation (tests/test_host_envs.py)
+    "python -m jaxrl.train env=gymnasium:HalfCheetah-v5 seeds=4": {
+        "total_timesteps": "2048",
+        "num_evals": "1",
+        "eval.episodes": "1",
+        "eval.max_steps": "100",
+    },
     "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=pqn seeds=4": {
         "total_timesteps": "50000",
         "num_evals": "1",

@@ -233,8 +233,13 @@ def host_spec(name: str, module: str = "") -> HostSpec:
     try:
         env = gym.make(env_id)
     except Exception as error:
+        # gymnasium's MuJoCo ids need the bindings: the project's extra installs them
+        mujoco = str(getattr(gym.registry.get(env_id), "entry_point", "")).startswith("gymnasium.envs.mujoco")
         raise ConfigError(
-            "env", name, f"could not be built ({type(error).__name__}: {error})", "install what it needs"
+            "env",
+            name,
+            f"could not be built ({type(error).__name__}: {error})",
+            "pip install -e '.[mujoco]'" if mujoco else "install what it needs",
         ) from None
     try:
         obs_shape = _flat_size(env.observation_space, gym)
@@ -446,15 +451,19 @@ def envpool_family(task: str) -> str:
 
 def preset_name(name: str) -> str | None:
     """The preset key of a host env beyond its id's own: ``envpool:atari`` for
-    every envpool Atari task, ``envpool:mujoco`` for its MuJoCo tasks; None else
-    (classic control ids take their gymnax twins' presets)."""
-    if _backend(name) != "envpool":
-        return None
+    every envpool Atari task, ``envpool:mujoco`` for its MuJoCo tasks,
+    ``gymnasium:mujoco`` for gymnasium's MuJoCo ids (``HalfCheetah-v5``, …);
+    None else (classic control ids take their gymnax twins' presets)."""
     try:
-        family = envpool_family(_envpool_id(name))
-    except ConfigError:
+        if _backend(name) == "gymnasium":
+            entry = _gymnasium().registry[_resolve_id(name)].entry_point
+            return "gymnasium:mujoco" if str(entry).startswith("gymnasium.envs.mujoco") else None
+        if _backend(name) == "envpool":
+            family = envpool_family(_envpool_id(name))
+            return f"envpool:{family}" if family in ("atari", "mujoco") else None
+    except ConfigError:  # an unknown id or a missing extra: the run's preparation says so in one line
         return None
-    return f"envpool:{family}" if family in ("atari", "mujoco") else None
+    return None
 
 
 def _envpool_options(family: str, evaluation: bool) -> dict[str, Any]:
