@@ -33,6 +33,7 @@ TINY = ["seeds=2", "num_envs=2", "algo.num_steps=16", "total_timesteps=256", "nu
 DOCS = "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4"
 DOCS_PQN = "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=pqn seeds=4"
 DOCS_MUJOCO = "python -m jaxrl.train env=gymnasium:HalfCheetah-v5 seeds=4"
+DOCS_ALE = "python -m jaxrl.train env=gymnasium:ALE/Breakout-v5 seeds=1"
 
 
 def _reference(env_id: str, seed: int, actions: list[int], **kwargs) -> list[tuple]:
@@ -322,6 +323,65 @@ def test_the_docs_mujoco_command_takes_the_mujoco_preset(home):
     assert summary["env"] == "gymnasium:HalfCheetah-v5" and summary["num_updates"] == 1
     assert len(summary["final_eval_return"]) == 4 and all(np.isfinite(summary["final_eval_return"]))
     assert host.preset_name("gymnasium:CartPole-v1") is None and host.preset_name("gymnasium:NoSuchEnv-v0") is None
+
+
+def test_ale_training_ends_at_each_lost_life_while_the_game_goes_on():
+    """ale-py's Breakout through the Atari recipe, against the emulator's own
+    life counter: a training episode ends (terminated) at each lost life, the
+    reset after it continues the same game, rewards are clipped to their sign;
+    the evaluation env ends only at game over. Frames: [84, 84, 4] in [0, 1]."""
+    rng = np.random.default_rng(0)
+    env = host.make_env("ALE/Breakout-v5")
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (84, 84, 4) and obs.dtype == np.float32 and 0.0 <= obs.min() <= obs.max() <= 1.0
+    ale, lives_at_end, steps = env.unwrapped.ale, [], 0
+    while len(lives_at_end) < 3:
+        obs, reward, terminated, truncated, _ = env.step(int(rng.integers(4)))
+        assert reward in (-1.0, 0.0, 1.0) and not truncated
+        steps += 1
+        if terminated:
+            lives_at_end.append(ale.lives())
+            frame = ale.getEpisodeFrameNumber()
+            env.reset()
+            assert ale.getEpisodeFrameNumber() > frame  # the same game goes on: no new one began
+    assert lives_at_end == [4, 3, 2], lives_at_end
+    env.close()
+    env = host.make_env("ALE/Breakout-v5", evaluation=True)
+    env.reset(seed=1)
+    ale, terminated = env.unwrapped.ale, False
+    while not terminated:
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(4)))
+        assert not truncated
+    assert ale.lives() == 0  # one episode: the whole game
+    env.close()
+
+
+def test_the_docs_ale_command_runs_the_atari_preset(home):
+    """A smoke run of ``env=gymnasium:ALE/Breakout-v5`` at a CI budget: the Atari
+    preset (Nature CNN) on ale-py's frames, a whole-game evaluation, and its
+    full-colour screen drawn by the emulator."""
+    proc = run(DOCS_ALE, home, COMMANDS[DOCS_ALE])
+    run_dir = run_dir_of(proc)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["algo"]["network"] == "cnn" and config["algo"]["conv_channels"] == [32, 64, 64]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env"] == "gymnasium:ALE/Breakout-v5" and np.isfinite(summary["final_eval_return"][0])
+    assert host.preset_name("gymnasium:ALE/Pong-v5") == "gymnasium:atari"
+    spec = host.host_spec("gymnasium:ALE/Breakout-v5")
+    assert spec.obs_shape == (84, 84, 4) and spec.action_space.n == 4
+    frames, rewards = host.render_episode(spec, lambda obs: np.ones(1, np.int64), seed=0, max_steps=5)
+    assert len(frames) == 6 and frames[0].shape == (210, 160, 3) and rewards.shape == (5,)
+
+
+def test_ale_without_its_packages_is_one_line_naming_the_extra(tmp_path):
+    code = (
+        "import sys; sys.modules['ale_py'] = None; from jaxrl import train; "
+        f"sys.exit(train.main(['env=gymnasium:ALE/Pong-v5', 'run_dir={tmp_path / 'run'}']))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=user_env(), timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "needs the ale_py package" in lines[0] and "[atari]" in lines[0] and not (tmp_path / "run").exists()
 
 
 def test_pqn_learns_from_actors_steps_as_from_its_own_rollout():

@@ -192,6 +192,17 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "eval.episodes": "1",
         "eval.max_steps": "100",
     },
+    "pip install -e '.[atari]'": None,  # the dev extras `make test` installs include envpool and ale-py
+    # ale-py's Atari through gymnasium: the preset's smoke run (tests/test_host_envs.py)
+    "python -m jaxrl.train env=gymnasium:ALE/Breakout-v5 seeds=1": {
+        "total_timesteps": "512",
+        "num_evals": "1",
+        "num_envs": "4",
+        "algo.num_steps": "32",
+        "algo.update_epochs": "1",
+        "eval.episodes": "1",
+        "eval.max_steps": "100",
+    },
     # the env suites (tests/test_suites.py)
     SUITES_INSTALL: None,  # the dev extras `make test` installs include every suite
     **{SUITE_RUNS[name]: SUITE_BUDGETS[name] for name in SUITE_RUNS},

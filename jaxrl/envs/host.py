@@ -142,7 +142,99 @@ def _tagged_env(env_id: str, index: int, kwargs: dict[str, Any]) -> Any:
             except Exception as error:
                 raise EnvFailure(f"env {index}: {type(error).__name__}: {error}") from error
 
-    return Tagged(gym.make(env_id, **kwargs))
+    return Tagged(make_env(env_id, **kwargs))
+
+
+def make_env(env_id: str, evaluation: bool = False, render_mode: str | None = None, **kwargs: Any) -> Any:
+    """One gymnasium env of ``env_id``; Atari ids (``ALE/…``) through the Atari
+    recipe (:func:`_atari`)."""
+    gym = _gymnasium()
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    if is_ale(env_id):
+        return _atari(gym, env_id, evaluation, **kwargs)
+    return gym.make(env_id, **kwargs)
+
+
+def is_ale(env_id: str) -> bool:
+    """Whether ``env_id`` is one of ale-py's Atari ids (``ALE/Pong-v5``, …)."""
+    return env_id.lower().startswith("ale/")
+
+
+def _register_ale(gym: Any) -> None:
+    """Register ale-py's ids with gymnasium (once), or a one-line error naming the
+    extra (ale-py, and OpenCV for the frames' resize)."""
+    if any(k.startswith("ALE/") for k in gym.registry):
+        return
+    modules = {}
+    for package in ("ale_py", "cv2"):
+        try:
+            modules[package] = importlib.import_module(package)
+        except ImportError:
+            raise ConfigError(
+                "env", "gymnasium:ALE/…", f"needs the {package} package", f"install it: {install_command('atari')}"
+            ) from None
+    gym.register_envs(modules["ale_py"])
+
+
+def _atari(gym: Any, env_id: str, evaluation: bool, **kwargs: Any) -> Any:
+    """The Atari recipe of envpool's preset on an ale-py id: 4 frames skipped
+    (max-pooled), up to 30 no-ops at reset, 84×84 grey frames stacked by 4,
+    observed as ``[84, 84, 4]`` float32 in [0, 1]. Training (``evaluation=False``)
+    ends an episode at each lost life, the game going on (the next reset is one
+    no-op, not a new game), and clips rewards to their sign; evaluation plays
+    whole games at their raw score. The id's own settings (v5: sticky actions
+    with probability 0.25, the full 108k-frame limit) stay."""
+    from gymnasium import spaces, wrappers
+
+    _register_ale(gym)
+    env = wrappers.AtariPreprocessing(
+        gym.make(env_id, frameskip=1, **kwargs), noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True
+    )
+    if not evaluation:
+        env = wrappers.TransformReward(_life_ends_class()(env), lambda r: float(np.sign(r)))
+    env = wrappers.FrameStackObservation(env, 4)
+    space = spaces.Box(0.0, 1.0, (84, 84, 4), np.float32)
+    return wrappers.TransformObservation(env, _frames, space)
+
+
+def _frames(obs: np.ndarray) -> np.ndarray:
+    """Stacked frames ``[4, 84, 84]`` uint8 → ``[84, 84, 4]`` float32 in [0, 1] (the CNN's layout)."""
+    return np.ascontiguousarray(np.transpose(obs, (1, 2, 0)), dtype=np.float32) * np.float32(1 / 255)
+
+
+def _life_ends_class() -> Any:
+    gym = _gymnasium()
+
+    class LifeEnds(gym.Wrapper):
+        """A lost life ends the episode (``terminated``) but not the game: the
+        reset that follows is one no-op step; a game over resets for real."""
+
+        def __init__(self, env: Any):
+            super().__init__(env)
+            self.lives, self.game_over = 0, True
+
+        def step(self, action: Any) -> Any:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self.game_over = terminated or truncated
+            lives = self.env.unwrapped.ale.lives()
+            if 0 < lives < self.lives:
+                terminated = True
+            self.lives = lives
+            return obs, reward, terminated, truncated, info
+
+        def reset(self, **kwargs: Any) -> Any:
+            if self.game_over:
+                obs, info = self.env.reset(**kwargs)
+            else:
+                obs, _, terminated, truncated, info = self.env.step(0)
+                if terminated or truncated:  # the game ended on that no-op
+                    obs, info = self.env.reset(**kwargs)
+            self.game_over = False
+            self.lives = self.env.unwrapped.ale.lives()
+            return obs, info
+
+    return LifeEnds
 
 
 def _backend_package(package: str) -> Any:
@@ -175,7 +267,10 @@ def import_module(module: str) -> None:
 
 
 def _resolve_id(name: str) -> str:
-    return _known_id(name, list(_gymnasium().registry.keys()), "is not a registered gymnasium id", "gymnasium.registry")
+    gym = _gymnasium()
+    if is_ale(name.partition(":")[2]):
+        _register_ale(gym)
+    return _known_id(name, list(gym.registry.keys()), "is not a registered gymnasium id", "gymnasium.registry")
 
 
 def _known_id(name: str, known: list[str], constraint: str, listing: str) -> str:
@@ -231,7 +326,9 @@ def host_spec(name: str, module: str = "") -> HostSpec:
     gym = _gymnasium()
     env_id = _resolve_id(name)
     try:
-        env = gym.make(env_id)
+        env = make_env(env_id, evaluation=True)
+    except ConfigError:
+        raise
     except Exception as error:
         # gymnasium's MuJoCo ids need the bindings: the project's extra installs them
         mujoco = str(getattr(gym.registry.get(env_id), "entry_point", "")).startswith("gymnasium.envs.mujoco")
@@ -239,7 +336,7 @@ def host_spec(name: str, module: str = "") -> HostSpec:
             "env",
             name,
             f"could not be built ({type(error).__name__}: {error})",
-            "pip install -e '.[mujoco]'" if mujoco else "install what it needs",
+            f"install it: {install_command('mujoco')}" if mujoco else "install what it needs",
         ) from None
     try:
         obs_shape = _flat_size(env.observation_space, gym)
@@ -300,13 +397,16 @@ class GymnasiumVec:
         mode: str = "sync",
         autoreset: str = "same_step",
         max_episode_steps: int | None = None,
+        evaluation: bool = False,
     ):
         gym = _gymnasium()
         self.spec, self.num_envs = spec, num_envs
         env_id = spec.name.partition(":")[2]
         vector = gym.vector
         reset_mode = vector.AutoresetMode.SAME_STEP if autoreset == "same_step" else vector.AutoresetMode.NEXT_STEP
-        kwargs = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
+        kwargs: dict[str, Any] = {"evaluation": evaluation}
+        if max_episode_steps:
+            kwargs["max_episode_steps"] = max_episode_steps
         fns = [functools.partial(_tagged_env, env_id, i, kwargs) for i in range(num_envs)]
         kind = vector.AsyncVectorEnv if mode == "async" else vector.SyncVectorEnv
         self.vec = kind(fns, autoreset_mode=reset_mode)
@@ -365,7 +465,7 @@ def render_episode(spec: HostSpec, act: Any, seed: int, max_steps: int) -> tuple
     try:
         with warnings.catch_warnings():  # gymnasium warns of a mode the env lacks: said below, in one line
             warnings.simplefilter("ignore")
-            env = gym.make(env_id, render_mode="rgb_array")
+            env = make_env(env_id, evaluation=True, render_mode="rgb_array")
     except Exception as error:  # an env class that takes no render_mode
         raise ConfigError(
             "render", "true", f"{spec.name} cannot draw rgb_array frames ({error_line(error)})", "drop render=true"
@@ -411,7 +511,7 @@ def make_vec(
     measure a policy (envpool's Atari: whole games, raw scores)."""
     if _backend(spec.name) == "envpool":
         return EnvpoolVec(spec, num_envs, evaluation=evaluation)
-    return GymnasiumVec(spec, num_envs, mode=mode, autoreset=autoreset)
+    return GymnasiumVec(spec, num_envs, mode=mode, autoreset=autoreset, evaluation=evaluation)
 
 
 def _backend(name: str) -> str:
@@ -452,11 +552,15 @@ def envpool_family(task: str) -> str:
 def preset_name(name: str) -> str | None:
     """The preset key of a host env beyond its id's own: ``envpool:atari`` for
     every envpool Atari task, ``envpool:mujoco`` for its MuJoCo tasks,
-    ``gymnasium:mujoco`` for gymnasium's MuJoCo ids (``HalfCheetah-v5``, …);
+    ``gymnasium:atari`` for ale-py's ids (``ALE/Pong-v5``, …), ``gymnasium:mujoco``
+    for gymnasium's MuJoCo ids (``HalfCheetah-v5``, …);
     None else (classic control ids take their gymnax twins' presets)."""
     try:
         if _backend(name) == "gymnasium":
-            entry = _gymnasium().registry[_resolve_id(name)].entry_point
+            env_id = _resolve_id(name)
+            if is_ale(env_id):
+                return "gymnasium:atari"
+            entry = _gymnasium().registry[env_id].entry_point
             return "gymnasium:mujoco" if str(entry).startswith("gymnasium.envs.mujoco") else None
         if _backend(name) == "envpool":
             family = envpool_family(_envpool_id(name))
