@@ -35,6 +35,18 @@ def iqm(x: Sequence[float] | np.ndarray) -> float:
     return float(stats.trim_mean(x, 0.25))
 
 
+def _along(statistic: Any) -> Any:
+    """``statistic`` of every row at once (``[resamples, n] -> [resamples]``):
+    the IQM and numpy's reductions take an axis, anything else runs per row."""
+    from scipy import stats
+
+    if statistic is iqm:
+        return lambda s, axis=-1: stats.trim_mean(s, 0.25, axis=axis)
+    if statistic in (np.mean, np.median):
+        return lambda s, axis=-1: statistic(s, axis=axis)
+    return lambda s, axis=-1: np.apply_along_axis(statistic, axis, s)
+
+
 def bootstrap_ci(
     x: Sequence[float] | np.ndarray,
     statistic: Any = iqm,
@@ -56,7 +68,7 @@ def bootstrap_ci(
         return (value, value)
     result = stats.bootstrap(
         (x,),
-        lambda s, axis=-1: np.apply_along_axis(statistic, axis, s),
+        _along(statistic),
         confidence_level=confidence,
         n_resamples=n_resamples,
         method="percentile",
@@ -85,7 +97,7 @@ def stratified_bootstrap_ci(
         return (value, value)
     rng = np.random.default_rng(seed)
     resampled = np.concatenate([s[rng.integers(0, s.size, size=(n_resamples, s.size))] for s in strata], axis=1)
-    values = np.apply_along_axis(statistic, 1, resampled)
+    values = _along(statistic)(resampled, axis=1)
     alpha = (1.0 - confidence) / 2.0
     return (float(np.quantile(values, alpha)), float(np.quantile(values, 1.0 - alpha)))
 
