@@ -91,6 +91,13 @@ def _softmax(x):
 def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: float, scale: float, key=None) -> float:
     """The loss of one gradient step, from the networks' float64 outputs, item by
     item (IQN: at the levels ``key`` draws, the bootstrap action at the acting levels)."""
+    return float(np.mean(_oracle_items(head, network, state, batch, double, gamma, scale, key)[0]))
+
+
+def _oracle_items(head: ValueHead, network, state, batch, double, gamma, scale, key=None):
+    """Each item's loss and surprise (what prioritized replay ranks by: the KL
+    divergence of the prediction from the projected target, |y − Q|, or the
+    item's quantile loss), float64 ``[B]`` each."""
     ret, discount, last = _terms_loop(batch, gamma, scale)
     first = batch if batch.reward.ndim == 1 else jax.tree.map(lambda x: x[:, 0], batch)
     next_obs = batch.next_obs if batch.reward.ndim == 1 else batch.next_obs[np.arange(len(last)), last]
@@ -109,7 +116,7 @@ def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: fl
     else:
         next_online = apply(state.params, next_obs, None)
     z = np.linspace(head.v_min, head.v_max, head.atoms) if head.kind == "categorical" else None
-    losses = []
+    losses, surprises = [], []
     for b in range(len(ret)):
         chooser = next_online[b] if double else next_target[b]
         if head.kind == "categorical":
@@ -124,6 +131,8 @@ def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: fl
             target = _project_loop(ret[b] + discount[b] * z, _softmax(next_target[b, best]), z)
             logp = taken - np.log(np.sum(np.exp(taken - taken.max()))) - taken.max()
             losses.append(-np.sum(target * logp))
+            positive = target > 0
+            surprises.append(np.sum(target[positive] * (np.log(target[positive]) - logp[positive])))
         elif head.kind in ("quantile", "implicit"):
             samples = ret[b] + discount[b] * next_target[b, best]
             if taus is None:
@@ -142,9 +151,12 @@ def _oracle_loss(head: ValueHead, network, state, batch, double: bool, gamma: fl
                         rho = abs(u) - 0.5 * head.kappa
                     total += abs(levels[i] - (u < 0)) * rho / len(samples)
             losses.append(total)
+            surprises.append(total)
         else:
-            losses.append((ret[b] + discount[b] * next_target[b, best] - taken) ** 2)
-    return float(np.mean(losses)) * (0.5 if head.kind == "scalar" else 1.0)
+            error = ret[b] + discount[b] * next_target[b, best] - taken
+            losses.append(0.5 * error**2)
+            surprises.append(abs(error))
+    return np.array(losses), np.array(surprises)
 
 
 CASES = [
@@ -173,6 +185,26 @@ def test_one_gradient_steps_loss_equals_a_float64_loop(algo, n, double):
     assert np.isfinite(float(grad_norm)) and float(grad_norm) > 0
     if head.kind != "categorical":
         assert float(clipped) == 0.0
+
+
+@pytest.mark.parametrize("case", [1, 4, 6], ids=["c51-3step", "qrdqn-3step", "dqn-mse-3step"])
+def test_weighted_loss_and_surprise_equal_a_float64_loop(case):
+    """Prioritized replay's pieces of a step: the importance-weighted mean of the
+    items' losses, and each item's surprise before the step."""
+    algo, n, double = CASES[case]
+    algo = dataclasses.replace(algo, double=double)
+    head, network, state, opt = _setup(algo)
+    batch = _batch(40 + case, 64, n)
+    hp = SimpleNamespace(gamma=0.9, reward_scale=0.5, lr=1e-3, max_grad_norm=10.0, tau=1.0)
+    weights = np.random.default_rng(case).uniform(0.05, 1.0, size=64)
+    _, stats = dqn.gradient_step(
+        state, batch, hp, network, algo, opt, head, None, jnp.asarray(weights, jnp.float32), with_surprise=True
+    )
+    losses, surprises = _oracle_items(head, network, state, batch, double, 0.9, 0.5)
+    assert len(stats) == 6
+    np.testing.assert_allclose(float(stats[0]), float(np.mean(weights * losses)), rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(stats[5]), surprises, rtol=1e-4, atol=1e-5)
+    assert np.all(np.asarray(stats[5]) >= -1e-6)
 
 
 def test_the_scalar_head_gives_dqns_targets():

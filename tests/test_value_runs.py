@@ -63,7 +63,10 @@ IQN = [
     "algo.embedding_dim=8",
     *(a for a in DQN if a != "algo=dqn"),
 ]
-RUNS = {"pqn": PQN, "dqn": DQN, "td3": TD3, "c51": C51, "qrdqn": QRDQN, "iqn": IQN}
+# Rainbow: C51's run with its own parts at their defaults (3-step windows, noisy
+# dueling head, prioritized replay)
+RAINBOW = ["algo=rainbow", *(a for a in C51 if a not in ("algo=c51", "algo.n_step=3", "algo.dueling=true"))]
+RUNS = {"pqn": PQN, "dqn": DQN, "td3": TD3, "c51": C51, "qrdqn": QRDQN, "iqn": IQN, "rainbow": RAINBOW}
 
 
 @pytest.mark.parametrize("algo", list(RUNS))
@@ -97,6 +100,7 @@ PBT = {
     "dqn": "[lr,tau]",
     "td3": "[exploration_noise,target_noise]",
     "c51": "[lr,gamma]",  # QR-DQN's and IQN's traced fields are C51's (one learner)
+    "rainbow": "[priority_exponent,priority_weight]",
 }
 
 
@@ -121,6 +125,37 @@ def test_pqn_data_parallel_matches_one_device(tmp_path):
     relative + 1e-6 absolute of the one-device run."""
     args = [*[a for a in PQN if not a.startswith("seeds=")], "seeds=1", "checkpoint=false"]
     data_parallel_matches_one_device(args, tmp_path)
+
+
+def test_a_rainbow_run_acts_on_its_mean_weights_after_training(tmp_path):
+    """Evaluation, load_policy and export act greedily on the noisy layers' mean
+    weights (no noise is drawn), while training explored under noise (σ moved
+    from its initial σ0/√in and is reported)."""
+    import jax
+
+    import jaxrl
+    from jaxrl import export
+    from jaxrl.run.policy import open_run
+
+    run_dir = tmp_path / "rainbow"
+    assert train.main([*RAINBOW, f"run_dir={run_dir}"]) == 0
+    update = next(r for r in records(run_dir) if r["type"] == "update")
+    assert all(0 < s for s in update["sigma"]) and all(0.4 <= b <= 1.0 for b in update["beta"])
+    obs = jax.random.uniform(jax.random.key(0), (32, 4), minval=-0.5, maxval=0.5)
+    act = jaxrl.load_policy(str(run_dir), seed=0)
+    actions = np.asarray(act(obs, jax.random.key(1)))
+    np.testing.assert_array_equal(actions, np.asarray(act(obs, jax.random.key(2))))
+    trained = open_run(str(run_dir))
+    state = jax.tree.map(lambda x: x[0], trained.carry.states.agent)
+    logits = np.asarray(trained.trainer.agent.network.apply(state.params, obs), np.float64)  # [32, 2, atoms]
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    np.testing.assert_array_equal(actions, np.argmax(probs @ np.linspace(0.0, 50.0, 11), axis=-1))
+    assert export.main([str(run_dir), "seed=0", f"out={tmp_path / 'out'}"]) == 0
+    exported = jax.export.deserialize((tmp_path / "out" / "policy.jaxexport").read_bytes())
+    params = np.load(tmp_path / "out" / "params.npz")
+    leaves = [params[n] for n in json.loads((tmp_path / "out" / "policy.json").read_text())["params"]]
+    np.testing.assert_array_equal(np.asarray(exported.call(leaves, obs, np.zeros(2, np.uint32))), actions)
 
 
 def test_an_iqn_run_loads_and_exports_its_greedy_policy(tmp_path):

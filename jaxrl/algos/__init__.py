@@ -8,7 +8,7 @@ registry, the built-in algorithms and the building blocks they share.
 
 Built in, one thin module each: ``ppo``, ``a2c``, ``reinforce``, ``impala`` (on the
 actor-critic pieces of :mod:`jaxrl.algos.actor_critic`), ``pqn`` and ``dqn``
-(with ``c51``, ``qrdqn`` and ``iqn``, its distributional heads; Q-networks and value
+(with ``c51``, ``qrdqn`` and ``iqn``, its distributional heads, and ``rainbow``; Q-networks and value
 heads: :mod:`jaxrl.algos.qvalue`), ``sac`` and ``td3`` (continuous
 control with replay); :mod:`jaxrl.algos.onpolicy` and :mod:`jaxrl.algos.replay`
 hold what the on-policy and the replay learners share, and
@@ -49,6 +49,7 @@ for _algorithm in (
     dqn.C51,
     dqn.QRDQN,
     dqn.IQN,
+    dqn.RAINBOW,
     td3.ALGORITHM,
     impala.ALGORITHM,
 ):

@@ -23,6 +23,18 @@ is projected onto the support (C51) or kept as samples (QR-DQN); ``algo=iqn``
 (implicit quantiles, Dabney, Ostrovski, Silver & Munos 2018, arXiv:1806.06923)
 draws the levels of both networks' quantiles afresh for every item and step.
 
+``algo=rainbow`` (Hessel et al. 2018, arXiv:1710.02298) is C51 with 3-step
+returns, a dueling head, double-DQN targets, noisy head layers that explore in
+place of ε-greedy (:class:`~jaxrl.nets.networks.NoisyDense`; independent noise per
+env when acting, per item and network when learning; the mean weights when
+evaluating) and proportional prioritized replay (Schaul et al. 2016,
+arXiv:1511.05952): n-step windows are drawn in proportion to ``p^α``, where ``p``
+is the window's last KL divergence of the prediction from the projected target
+(new windows get the largest so far), and each item's loss is weighted by
+``(size · P)^(−β) / max``, β rising linearly from ``priority_weight`` to 1 over the
+run. The sum-tree lives in the compiled program, one per seed
+(:mod:`jaxrl.rl.prioritized`).
+
 Pure pieces: :func:`bootstrap_terms`, :func:`dqn_targets`, :func:`gradient_step`, :func:`make_agent`.
 """
 
@@ -39,14 +51,14 @@ from flax import struct
 from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
 from jaxrl.algos.qvalue import ValueHead, make_q_network, validate_q_network, value_head
-from jaxrl.core.checks import POSITIVE, POSITIVE_INT, UNIT, Range
+from jaxrl.core.checks import POSITIVE, POSITIVE_INT, UNIT, Range, require_one_of
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
 from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Env
 from jaxrl.nets.networks import init as init_network
-from jaxrl.rl import buffers, optim
+from jaxrl.rl import buffers, optim, prioritized
 from jaxrl.rl.qlearning import epsilon_greedy, linear_epsilon, n_step_return, q_target
 
 __all__ = [
@@ -54,11 +66,13 @@ __all__ = [
     "C51Config",
     "QRDQNConfig",
     "IQNConfig",
+    "RainbowConfig",
     "HParams",
     "DQNState",
     "Transition",
     "UpdateMetrics",
     "C51Metrics",
+    "RainbowMetrics",
     "bootstrap_terms",
     "dqn_targets",
     "gradient_step",
@@ -68,6 +82,7 @@ __all__ = [
     "C51",
     "QRDQN",
     "IQN",
+    "RAINBOW",
 ]
 
 
@@ -146,6 +161,26 @@ class IQNConfig(DQNConfig):
     loss: str = "quantile_huber"  # the implicit head's (not settable)
 
 
+@dataclass(frozen=True)
+class RainbowConfig(C51Config):
+    """Rainbow (Hessel et al., 2018): C51 with prioritized replay, noisy head
+    layers, n-step returns, a dueling head and double-DQN targets."""
+
+    name: str = "rainbow"
+    n_step: int = setting(3, check=POSITIVE_INT)
+    dueling: bool = True
+    replay: str = "prioritized"  # prioritized | uniform
+    noisy: bool = True  # noisy head layers (exploration by parameter noise, with ε-greedy on top if eps_start > 0)
+    noise_std: float = setting(0.5, check=POSITIVE)  # σ0 of the factorized noisy layers
+    # --- traced ---------------------------------------------------------------
+    priority_exponent: float = traced(0.5, check=UNIT, pbt=(0.0, 1.0, False))  # α: priorities p^α (0: uniform)
+    priority_weight: float = traced(
+        0.4, check=UNIT, pbt=(0.0, 1.0, False)
+    )  # β0 of the importance weights, rising linearly to 1
+    eps_start: float = traced(0.0, check=UNIT)
+    eps_end: float = traced(0.0, check=UNIT)
+
+
 class Transition(NamedTuple):
     """One stored transition (leaves ``[...]`` per item)."""
 
@@ -162,7 +197,7 @@ class DQNState:
     params: Any
     target_params: Any
     opt_state: Any
-    buffer: buffers.ReplayBuffer
+    buffer: buffers.ReplayBuffer | replay.Prioritized  # prioritized: Rainbow's default
     env_state: Any  # [N]
     obs: jax.Array  # [N, *obs]
     key: jax.Array
@@ -183,6 +218,11 @@ class UpdateMetrics(NamedTuple):
 # UpdateMetrics and ``clipped``: the fraction of the target's probability mass
 # outside [v_min, v_max] before projection (moved to the support's edges)
 C51Metrics = NamedTuple("C51Metrics", [*UpdateMetrics.__annotations__.items(), ("clipped", jax.Array)])
+# C51Metrics, ``beta``: the importance weights' exponent of the update (1 with
+# uniform replay) and ``sigma``: the mean |σ_W| of the noisy layers (0 without)
+RainbowMetrics = NamedTuple(
+    "RainbowMetrics", [*C51Metrics.__annotations__.items(), ("beta", jax.Array), ("sigma", jax.Array)]
+)
 
 
 def bootstrap_terms(batch: Transition, gamma: jax.Array, reward_scale: jax.Array = 1.0) -> tuple[jax.Array, jax.Array]:
@@ -235,6 +275,9 @@ def gradient_step(
     optimizer: optim.Optimizer | None = None,
     head: ValueHead | None = None,
     key: jax.Array | None = None,
+    weights: jax.Array | None = None,
+    noise: jax.Array | None = None,
+    with_surprise: bool = False,
 ) -> tuple[DQNState, tuple[jax.Array, ...]]:
     """One step on a sampled batch: the head's loss (scalar: the TD loss
     :func:`jaxrl.rl.qlearning.td_loss`) of the taken actions' outputs to the target
@@ -242,19 +285,27 @@ def gradient_step(
     bootstrap action, the optimizer step, then the target move when the step count
     reaches a multiple of ``target_update_interval``. The implicit head draws its
     levels from ``key`` (:meth:`ValueHead.sample_levels`); the bootstrap action is
-    chosen at the evenly spaced acting levels. Returns the new state and
-    ``(loss, mean Q, mean target value, grad norm, clipped share)``."""
+    chosen at the evenly spaced acting levels. ``weights`` ``[B]``: each item's
+    loss weight (prioritized replay's importance weights); ``noise``: a key for
+    a noisy network's noise, drawn independently for the loss's, the bootstrap
+    choice's and the target's outputs. Returns the new state and ``(loss, mean Q,
+    mean target value, grad norm, clipped share)``, and with ``with_surprise``
+    each item's :meth:`ValueHead.surprise` ``[B]`` before the step (what
+    prioritized replay ranks by) as a sixth."""
     head = value_head(algo) if head is None else head
     first = batch if batch.reward.ndim == 1 else jax.tree.map(lambda x: x[:, 0], batch)
     next_obs = bootstrap_obs(batch)
     taus, next_taus = head.sample_levels(key, first.reward.shape[0]) if head.kind == "implicit" else (None, None)
+    noises = (None, None, None) if noise is None else tuple(jax.random.split(noise, 3))
 
-    def apply(params: Any, obs: jax.Array, levels: jax.Array | None) -> jax.Array:
+    def apply(params: Any, obs: jax.Array, levels: jax.Array | None, noise: jax.Array | None = None) -> jax.Array:
+        if noise is not None:
+            return network.apply(params, obs, rngs={"noise": noise})
         return network.apply(params, obs) if levels is None else network.apply(params, obs, levels)
 
-    next_target = apply(state.target_params, next_obs, next_taus)  # [B, n(, atoms)]
+    next_target = apply(state.target_params, next_obs, next_taus, noises[2])  # [B, n(, atoms)]
     if algo.double:
-        chooser = head.q(apply(state.params, next_obs, None))
+        chooser = head.q(apply(state.params, next_obs, None, noises[1]))
     else:
         chooser = head.q(next_target if next_taus is None else apply(state.target_params, next_obs, None))
     best = jnp.argmax(chooser, axis=-1)
@@ -263,11 +314,11 @@ def gradient_step(
     target = jax.lax.stop_gradient(head.target(ret, discount, next_out))
     clipped = head.clipped(ret, discount, next_out) if head.kind == "categorical" else jnp.zeros(())
 
-    def loss_fn(params: Any) -> tuple[jax.Array, jax.Array]:
-        out = _taken(apply(params, first.obs, taus), first.action.astype(jnp.int32))
-        return head.loss(out, target, algo.loss, taus), jnp.mean(head.q(out[:, None])[:, 0])
+    def loss_fn(params: Any) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        out = _taken(apply(params, first.obs, taus, noises[0]), first.action.astype(jnp.int32))
+        return head.loss(out, target, algo.loss, taus, weights), (jnp.mean(head.q(out[:, None])[:, 0]), out)
 
-    (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    (loss, (q, out)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     params, opt_state, grad_norm = optim.apply(
         state.params, grads, state.opt_state, hp.lr, hp.max_grad_norm, optimizer=optimizer
     )
@@ -275,7 +326,20 @@ def gradient_step(
     target_params = move_target(state.target_params, params, hp.tau, steps % algo.target_update_interval == 0)
     state = state.replace(params=params, opt_state=opt_state, target_params=target_params, steps=steps)
     value = ret + discount * head.q(next_out[:, None])[:, 0]  # the target's mean
-    return state, (loss, q, jnp.mean(value), grad_norm, clipped)
+    stats = (loss, q, jnp.mean(value), grad_norm, clipped)
+    if with_surprise:
+        stats = (*stats, head.surprise(jax.lax.stop_gradient(out), target, taus))
+    return state, stats
+
+
+def noise_scale(params: Any) -> jax.Array:
+    """float32 ``[]``: the mean ``|σ_W|`` of a network's noisy layers (0 without any)."""
+    sigmas = [
+        jnp.mean(jnp.abs(x))
+        for path, x in jax.tree_util.tree_leaves_with_path(params)
+        if "sigma_kernel" in jax.tree_util.keystr(path)
+    ]
+    return jnp.mean(jnp.stack(sigmas)) if sigmas else jnp.zeros((), jnp.float32)
 
 
 def _taken(out: jax.Array, action: jax.Array) -> jax.Array:
@@ -299,9 +363,17 @@ def make_agent(
     torso under the Q head; ``optimizer``: :mod:`jaxrl.rl.optim`; ``perf``: resolved."""
     q_network = make_q_network(algo, env, network, perf)
     head = value_head(algo)
+    rainbow = isinstance(algo, RainbowConfig)
+    noisy = rainbow and algo.noisy
+    ranked = rainbow and algo.replay == "prioritized"
+    window = (algo.n_step - 1) * num_envs  # slots from an n-step window's first item to its last
 
-    def q_values(params: Any, obs: jax.Array) -> jax.Array:
-        return head.q(q_network.apply(params, obs))
+    def q_values(params: Any, obs: jax.Array, noise: jax.Array | None = None) -> jax.Array:
+        """Action values ``[..., A]``; ``noise``: a key for the noisy layers' noise
+        (without: their mean weights)."""
+        if noise is None:
+            return head.q(q_network.apply(params, obs))
+        return head.q(q_network.apply(params, obs, rngs={"noise": noise}))
 
     optimizer = optim.make(optimizer)
     env_params = env.default_params if env_params is None else env_params
@@ -321,20 +393,27 @@ def make_agent(
         key, key_coin, key_action, key_env = jax.random.split(state.key, 4)
         coins = jax.random.uniform(key_coin, (steps, num_envs))
         randoms = jax.random.randint(key_action, (steps, num_envs), 0, n_actions)
+        draws = (coins, randoms)
+        if noisy and epsilon is not None:  # one key per step: the layers draw each env's noise apart
+            key, key_noise = jax.random.split(key)
+            draws = (coins, randoms, jax.random.split(key_noise, steps))
 
-        def policy(obs: jax.Array, draw: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            coin, random_action = draw
+        def policy(obs: jax.Array, draw: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
+            coin, random_action = draw[:2]
             if epsilon is None:
                 return random_action, random_action
-            action = epsilon_greedy(q_values(state.params, obs), epsilon, coin, random_action)
+            noise = draw[2] if len(draw) > 2 else None
+            action = epsilon_greedy(q_values(state.params, obs, noise), epsilon, coin, random_action)
             return action, action
 
         env_state, obs, collected = replay.collect(
-            env, env_params, state.env_state, state.obs, key_env, (coins, randoms), policy, item, perf
+            env, env_params, state.env_state, state.obs, key_env, draws, policy, item, perf
         )
         return state.replace(env_state=env_state, obs=obs, key=key), collected
 
     def store(state: DQNState, steps: replay.Steps) -> DQNState:
+        if ranked:
+            return state.replace(buffer=replay.prioritized_add(state.buffer, steps.items, window))
         return state.replace(buffer=buffers.add(state.buffer, steps.items))
 
     def init(key: jax.Array, hp: HParams) -> DQNState:
@@ -349,7 +428,7 @@ def make_agent(
             params=params,
             target_params=params,
             opt_state=optimizer.init(params),
-            buffer=buffers.init(example, capacity),
+            buffer=replay.prioritized_init(example, capacity) if ranked else buffers.init(example, capacity),
             env_state=env_state,
             obs=obs,
             key=key,
@@ -379,25 +458,48 @@ def make_agent(
         else:
             key, key_index = jax.random.split(state.key)
             level_keys = None
-        if algo.n_step == 1:
+        noise_keys = None
+        if noisy:  # one key per gradient step for its networks' noise
+            key, key_noise = jax.random.split(key)
+            noise_keys = jax.random.split(key_noise, grad_steps)
+        if ranked:  # drawn inside each gradient step, from the priorities the previous one left
+            index = jax.random.split(key_index, grad_steps)
+        elif algo.n_step == 1:
             index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
         else:
             index = buffers.sequence_indices(
                 state.buffer, key_index, (grad_steps, algo.batch_size), algo.n_step, num_envs
             )
+        # β rises linearly from priority_weight (first update) to 1 (last)
+        beta = 1.0
+        if ranked:
+            progress = update_idx.astype(jnp.float32) / max(num_updates - 1, 1)
+            beta = jnp.minimum(1.0, hp.priority_weight + (1.0 - hp.priority_weight) * progress)
 
-        def step(state: DQNState, xs: tuple[jax.Array, jax.Array | None]):
-            index, level_key = xs
-            batch = buffers.take(state.buffer, index)
-            return gradient_step(state, batch, hp, q_network, algo, optimizer, head, level_key)
+        def step(state: DQNState, xs: tuple[jax.Array, jax.Array | None, jax.Array | None]):
+            index, level_key, noise_key = xs
+            if not ranked:
+                batch = buffers.take(state.buffer, index)
+                return gradient_step(state, batch, hp, q_network, algo, optimizer, head, level_key, None, noise_key)
+            start, weights = replay.prioritized_sample(state.buffer, index, algo.batch_size, window, beta)
+            slots = start if algo.n_step == 1 else (start[:, None] + num_envs * jnp.arange(algo.n_step)) % capacity
+            batch = buffers.take(state.buffer.ring, slots)
+            state, out = gradient_step(
+                state, batch, hp, q_network, algo, optimizer, head, level_key, weights, noise_key, with_surprise=True
+            )
+            ranks = prioritized.priority(out[5], hp.priority_exponent)
+            return state.replace(buffer=replay.prioritized_update(state.buffer, start, ranks)), out[:5]
 
-        state, (loss, q, target, grad_norm, clipped) = jax.lax.scan(step, state.replace(key=key), (index, level_keys))
+        xs = (index, level_keys, noise_keys)
+        state, (loss, q, target, grad_norm, clipped) = jax.lax.scan(step, state.replace(key=key), xs)
         loss, q, target, grad_norm, clipped = (jnp.mean(x) for x in (loss, q, target, grad_norm, clipped))
         finite = jnp.isfinite(loss) & optim.tree_all_finite(state.params)
         loop = LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, finite)
         metrics = UpdateMetrics(loop, loss, q, target, epsilon, grad_norm, hp.lr)
         if head.kind == "categorical":
             metrics = C51Metrics(*metrics, clipped=clipped)
+        if rainbow:
+            metrics = RainbowMetrics(*metrics, beta=jnp.asarray(beta, jnp.float32), sigma=noise_scale(state.params))
         return state, metrics
 
     def act(state: DQNState, obs: jax.Array, key: jax.Array) -> jax.Array:
@@ -405,12 +507,16 @@ def make_agent(
         return jnp.argmax(q_values(state.params, obs), axis=-1).astype(jnp.int32)
 
     def sample(state: DQNState, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """ε-greedy at the exploration rate of the last collection."""
+        """ε-greedy at the exploration rate of the last collection (noisy layers:
+        under fresh noise)."""
+        noise = None
+        if noisy:
+            key, noise = jax.random.split(key)
         key_coin, key_action = jax.random.split(key)
         batch = obs.shape[: obs.ndim - len(env.obs_shape)]
         coin = jax.random.uniform(key_coin, batch)
         random_action = jax.random.randint(key_action, batch, 0, n_actions)
-        return epsilon_greedy(q_values(state.params, obs), state.epsilon, coin, random_action)
+        return epsilon_greedy(q_values(state.params, obs, noise), state.epsilon, coin, random_action)
 
     phases = (
         (
@@ -438,6 +544,29 @@ def validate(config: Config) -> None:
             algo.n_step,
             f"needs a buffer of at least n_step × num_envs = {window} transitions (algo.buffer_size={algo.buffer_size})",
             "pass a smaller algo.n_step or a larger algo.buffer_size",
+        )
+    if isinstance(algo, RainbowConfig):
+        _validate_rainbow(config)
+
+
+def _validate_rainbow(config: Config) -> None:
+    """Rainbow's replay: one of its kinds, and a buffer that holds each write
+    (the warm-up's, an update's) beside the newest windows still being filled."""
+    algo = config.algo
+    require_one_of("algo.replay", algo.replay, ("prioritized", "uniform"), "prioritized")
+    if algo.replay != "prioritized":
+        return
+    num_envs = config.num_envs
+    capacity = -(-algo.buffer_size // num_envs) * num_envs
+    window = (algo.n_step - 1) * num_envs
+    largest = max(replay.warmup(algo, num_envs), num_envs * algo.num_steps)
+    if largest + window > capacity:
+        raise ConfigError(
+            "algo.buffer_size",
+            algo.buffer_size,
+            f"must hold the largest write ({largest} transitions: the warm-up or one update) plus "
+            f"(n_step − 1) × num_envs = {window} with prioritized replay",
+            f"pass algo.buffer_size={largest + window} or more, or a smaller algo.learning_starts",
         )
 
 
@@ -480,4 +609,10 @@ IQN = _declare(
     IQNConfig,
     UpdateMetrics,
     "IQN: DQN learning the return's quantile function at sampled levels (cosine level embedding)",
+)
+RAINBOW = _declare(
+    "rainbow",
+    RainbowConfig,
+    RainbowMetrics,
+    "Rainbow: C51 with prioritized replay, noisy layers, n-step returns, dueling head and double-DQN targets",
 )

@@ -20,7 +20,7 @@ from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Discrete, Env
 from jaxrl.nets.networks import ImplicitQuantileNetwork, QNetwork, make_torso
 from jaxrl.rl import distributional
-from jaxrl.rl.qlearning import td_loss
+from jaxrl.rl.qlearning import td_item_loss, td_loss
 
 __all__ = [
     "LossMetrics",
@@ -88,15 +88,45 @@ class ValueHead:
             return distributional.quantile_target(ret, discount, next_out)
         return jax.lax.stop_gradient(ret + discount * next_out)
 
-    def loss(self, out: jax.Array, target: jax.Array, kind: str = "mse", levels: jax.Array | None = None) -> jax.Array:
+    def loss(
+        self,
+        out: jax.Array,
+        target: jax.Array,
+        kind: str = "mse",
+        levels: jax.Array | None = None,
+        weights: jax.Array | None = None,
+    ) -> jax.Array:
         """Mean loss of the taken actions' outputs ``[B]`` / ``[B, atoms]`` to
-        :meth:`target`'s (``levels`` ``[B, atoms]``: the implicit head's drawn levels)."""
+        :meth:`target`'s (``levels`` ``[B, atoms]``: the implicit head's drawn
+        levels), each item's weighted by ``weights`` ``[B]`` when given
+        (prioritized replay's importance weights)."""
+        if weights is None and self.kind == "scalar":
+            return td_loss(out, target, kind)
+        items = self.item_loss(out, target, kind, levels)
+        return jnp.mean(items if weights is None else weights * items)
+
+    def item_loss(
+        self, out: jax.Array, target: jax.Array, kind: str = "mse", levels: jax.Array | None = None
+    ) -> jax.Array:
+        """:meth:`loss` of each item ``[B]``."""
         if self.kind == "categorical":
-            return jnp.mean(distributional.categorical_loss(out, target))
+            return distributional.categorical_loss(out, target)
         if self.kind in ("quantile", "implicit"):
             levels = distributional.quantile_levels(self.atoms) if levels is None else levels
-            return jnp.mean(distributional.quantile_huber_loss(out, levels, target, self.kappa))
-        return td_loss(out, target, kind)
+            return distributional.quantile_huber_loss(out, levels, target, self.kappa)
+        return td_item_loss(out, target, kind)
+
+    def surprise(self, out: jax.Array, target: jax.Array, levels: jax.Array | None = None) -> jax.Array:
+        """What prioritized replay ranks an item ``[B]`` by: the TD error ``|y − Q|``
+        (scalar), the KL divergence of the prediction from the projected target
+        (categorical, as Rainbow: the cross-entropy less the target's entropy), or
+        the item's quantile loss."""
+        if self.kind == "categorical":
+            entropy = -jnp.sum(jnp.where(target > 0, target * jnp.log(jnp.where(target > 0, target, 1.0)), 0.0), -1)
+            return distributional.categorical_loss(out, target) - entropy
+        if self.kind == "scalar":
+            return jnp.abs(target - out)
+        return self.item_loss(out, target, levels=levels)
 
     def sample_levels(self, key: jax.Array, batch: int) -> tuple[jax.Array, jax.Array]:
         """The implicit head's levels for one gradient step: ``(τ, τ')``, each
@@ -140,7 +170,8 @@ def make_q_network(
     n = env.action_space.n
     if getattr(algo, "value", "scalar") == "implicit":
         return ImplicitQuantileNetwork(n, torso, algo.dueling, perf, algo.embedding_dim, algo.act_quantiles)
-    return QNetwork(n, torso, algo.dueling, perf, atoms=value_head(algo).atoms)
+    noise_std = float(algo.noise_std) if getattr(algo, "noisy", False) else 0.0
+    return QNetwork(n, torso, algo.dueling, perf, atoms=value_head(algo).atoms, noise_std=noise_std)
 
 
 def q_loss(

@@ -1,7 +1,9 @@
 """What the replay-buffer learners (SAC, TD3, DQN) share: stepping ``N`` envs for
 ``T`` steps into transitions for the on-device buffer (:class:`Steps`, what
 their ``learn`` takes: it adds them, then samples), the random-action warm-up's
-size, the continuous-control transition and action scaling (SAC, TD3), the checks of their common settings."""
+size, the continuous-control transition and action scaling (SAC, TD3), the
+prioritized buffer (:class:`Prioritized`: a ring buffer with a sum-tree of
+priorities beside it), the checks of their common settings."""
 
 from __future__ import annotations
 
@@ -9,13 +11,21 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
+from flax import struct
 
 from jaxrl import perf as perf_lib
 from jaxrl.core.checks import require_positive_int, require_update_count
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Env
+from jaxrl.rl import buffers, prioritized
 
 __all__ = [
+    "Prioritized",
+    "prioritized_init",
+    "prioritized_add",
+    "prioritized_sample",
+    "prioritized_update",
     "Steps",
     "Transition",
     "collect",
@@ -143,3 +153,57 @@ def validate_replay(config: Any, batch_example: int, buffer_example: int, steps_
             "pass a larger total_timesteps or a smaller algo.learning_starts",
         )
     require_update_count(config, rollout, algo.learning_starts)
+
+
+@struct.dataclass
+class Prioritized:
+    """A ring buffer (:mod:`jaxrl.rl.buffers`) with a priority per slot
+    (:mod:`jaxrl.rl.prioritized`): proportional prioritized replay (Schaul et al.,
+    2016, arXiv:1511.05952). A slot's priority is where a sampled window may
+    start; the newest ``window`` slots (whose n-step windows are not written yet)
+    hold priority 0, so no window runs past the newest item or across the write
+    pointer."""
+
+    ring: buffers.ReplayBuffer
+    tree: prioritized.SumTree
+    max_priority: jax.Array  # float32 []: the largest priority given so far; new items get it
+
+
+def prioritized_init(example: Any, capacity: int) -> Prioritized:
+    """An empty prioritized buffer for items shaped like ``example``."""
+    return Prioritized(buffers.init(example, capacity), prioritized.init(capacity), jnp.ones((), jnp.float32))
+
+
+def prioritized_add(buffer: Prioritized, items: Any, window: int) -> Prioritized:
+    """Write ``K`` items (``buffers.add``) and give slots their priorities: the
+    new slots 0 while their windows are incomplete, and every slot whose
+    window of ``window + 1`` slots (``window = (n − 1) N``) has just become
+    whole the largest priority so far (one-step windows: the new slots at
+    once). Needs ``K + window ≤ capacity``."""
+    ring = buffer.ring
+    capacity, count = ring.capacity, jax.tree.leaves(items)[0].shape[0]
+    new = (ring.position + jnp.arange(count)) % capacity
+    back = jnp.arange(count) - window  # the slot `window` before each new one, in write order
+    ready = jnp.where(back + ring.size >= 0, (ring.position + back) % capacity, -1)
+    index = jnp.concatenate([new, ready])
+    priority = jnp.concatenate([jnp.zeros(count), jnp.full(count, buffer.max_priority)])
+    tree = prioritized.update(buffer.tree, index, priority)
+    return buffer.replace(ring=buffers.add(ring, items), tree=tree)
+
+
+def prioritized_sample(
+    buffer: Prioritized, key: jax.Array, batch_size: int, window: int, beta: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Window start slots int32 ``[B]`` drawn in proportion to their priorities
+    (stratified), and their importance weights ``[B]`` at exponent ``beta``
+    over the ``size − window`` slots that can start a window."""
+    start, probs = prioritized.sample(buffer.tree, key, batch_size)
+    valid = jnp.maximum(buffer.ring.size - window, 1)
+    return start, prioritized.importance_weights(probs, valid, beta)
+
+
+def prioritized_update(buffer: Prioritized, start: jax.Array, priority: jax.Array) -> Prioritized:
+    """New priorities ``[B]`` for the sampled window starts ``[B]`` (the last
+    given wins for a slot drawn twice)."""
+    tree = prioritized.update(buffer.tree, start, priority)
+    return buffer.replace(tree=tree, max_priority=jnp.maximum(buffer.max_priority, jnp.max(priority)))

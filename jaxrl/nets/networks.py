@@ -28,6 +28,7 @@ from jaxrl.perf.dense import dense_dot_general, init_many, init_params, orthogon
 __all__ = [
     "MLP",
     "CNN",
+    "NoisyDense",
     "ActorCritic",
     "ImplicitQuantileNetwork",
     "QNetwork",
@@ -78,6 +79,42 @@ def dense(features: int, scale: float, name: str | None = None, perf: bool = Fal
         name=name,
         dot_general=dense_dot_general if perf else None,
     )
+
+
+class NoisyDense(nn.Module):
+    """A factorized Gaussian noisy linear layer (Fortunato et al., 2018, "Noisy
+    Networks for Exploration", arXiv:1706.10295) ``[..., in] → [..., features]``::
+
+        y = x (μ_W + σ_W ⊙ ε_in ε_outᵀ) + μ_b + σ_b ⊙ ε_out,   ε = f(N(0, 1)),  f(e) = sgn(e) √|e|
+
+    with ``μ ~ U[−1/√in, 1/√in]`` and ``σ = std / √in`` at initialization. The noise
+    is drawn from the ``"noise"`` rng stream, independently for every input row
+    (each env of a batch, each item of a minibatch), without materializing a
+    weight matrix per row: ``x (σ_W ⊙ ε_in ε_outᵀ) = ((x ⊙ ε_in) σ_W) ⊙ ε_out``.
+    Applied without a ``"noise"`` rng, the layer is its mean ``x μ_W + μ_b``
+    (greedy acting, evaluation, export)."""
+
+    features: int
+    std: float = 0.5
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        fan_in = x.shape[-1]
+        bound = 1.0 / np.sqrt(fan_in)
+        uniform = lambda key, shape: jax.random.uniform(key, shape, jnp.float32, -bound, bound)  # noqa: E731
+        sigma = nn.initializers.constant(self.std * bound)
+        mu_w = self.param("mu_kernel", uniform, (fan_in, self.features))
+        mu_b = self.param("mu_bias", uniform, (self.features,))
+        sigma_w = self.param("sigma_kernel", sigma, (fan_in, self.features))
+        sigma_b = self.param("sigma_bias", sigma, (self.features,))
+        y = x @ mu_w + mu_b
+        if not self.has_rng("noise"):
+            return y
+        key_in, key_out = jax.random.split(self.make_rng("noise"))
+        scaled = lambda e: jnp.sign(e) * jnp.sqrt(jnp.abs(e))  # noqa: E731
+        eps_in = scaled(jax.random.normal(key_in, x.shape, x.dtype))
+        eps_out = scaled(jax.random.normal(key_out, x.shape[:-1] + (self.features,), x.dtype))
+        return y + ((x * eps_in) @ sigma_w + sigma_b) * eps_out
 
 
 class MLP(nn.Module):
@@ -247,26 +284,35 @@ class QNetwork(nn.Module):
     dueling: bool = False
     perf: bool = False
     atoms: int = 0  # 0: one value per action; else a distribution of this many per action
+    noise_std: float = 0.0  # > 0: the head's layers are NoisyDense with this σ0 (Rainbow)
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         x = with_perf(self.torso, self.perf).clone(parent=self, name="q_torso")(obs)
-        return q_head(x, self.action_dim, self.dueling, self.perf, self.atoms)
+        return q_head(x, self.action_dim, self.dueling, self.perf, self.atoms, self.noise_std)
 
 
-def q_head(x: jax.Array, action_dim: int, dueling: bool, perf: bool, atoms: int = 0) -> jax.Array:
+def q_head(
+    x: jax.Array, action_dim: int, dueling: bool, perf: bool, atoms: int = 0, noise_std: float = 0.0
+) -> jax.Array:
     """Inside a module's ``nn.compact`` method: features ``[..., d]`` → ``[..., n]``
     (``atoms > 0``: ``[..., n, atoms]``) by a linear head, or a dueling one whose
-    advantages are centred over the actions (per atom)."""
+    advantages are centred over the actions (per atom). ``noise_std > 0``: the
+    head's layers are :class:`NoisyDense` (noisy when applied with a ``"noise"`` rng)."""
     per_action = max(atoms, 1)
 
     def shaped(y: jax.Array) -> jax.Array:
         return y if atoms == 0 else y.reshape(*y.shape[:-1], -1, atoms)
 
+    def layer(features: int, name: str) -> nn.Module:
+        if noise_std > 0:
+            return NoisyDense(features, noise_std, name=name)
+        return dense(features, 1.0, name=name, perf=perf)
+
     if not dueling:
-        return shaped(dense(action_dim * per_action, 1.0, name="q_head", perf=perf)(x))
-    advantage = shaped(dense(action_dim * per_action, 1.0, name="advantage_head", perf=perf)(x))
-    value = shaped(dense(per_action, 1.0, name="value_head", perf=perf)(x))
+        return shaped(layer(action_dim * per_action, "q_head")(x))
+    advantage = shaped(layer(action_dim * per_action, "advantage_head")(x))
+    value = shaped(layer(per_action, "value_head")(x))
     action_axis = -1 if atoms == 0 else -2
     return value + advantage - jnp.mean(advantage, axis=action_axis, keepdims=True)
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from jaxrl.rl.advantages import gae
 
-__all__ = ["q_lambda", "n_step_return", "q_target", "td_loss", "epsilon_greedy", "linear_epsilon"]
+__all__ = ["q_lambda", "n_step_return", "q_target", "td_loss", "td_item_loss", "epsilon_greedy", "linear_epsilon"]
 
 
 def q_lambda(
@@ -114,8 +114,13 @@ def linear_epsilon(
 def td_loss(q: jax.Array, target: jax.Array, kind: str = "mse") -> jax.Array:
     """Mean regression loss of ``q`` ``[B]`` to ``target`` ``[B]`` (no gradient into
     the target): ``½ (q − y)²`` (``"mse"``) or Huber with δ = 1 (``"huber"``)."""
+    return jnp.mean(td_item_loss(q, target, kind))
+
+
+def td_item_loss(q: jax.Array, target: jax.Array, kind: str = "mse") -> jax.Array:
+    """:func:`td_loss` of each item ``[B]``."""
     error = q - jax.lax.stop_gradient(target)
     if kind == "huber":
         absolute = jnp.abs(error)
-        return jnp.mean(jnp.where(absolute <= 1.0, 0.5 * jnp.square(error), absolute - 0.5))
-    return jnp.mean(0.5 * jnp.square(error))
+        return jnp.where(absolute <= 1.0, 0.5 * jnp.square(error), absolute - 0.5)
+    return 0.5 * jnp.square(error)
