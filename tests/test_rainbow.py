@@ -14,7 +14,7 @@ from jaxrl.algos import replay
 from jaxrl.nets.networks import MLP, NoisyDense, QNetwork
 from jaxrl.rl import prioritized
 
-IN, OUT, ROWS = 5, 3, 4096
+IN, OUT, KEYS = 5, 3, 4096
 
 
 def _layer(seed: int = 0):
@@ -47,47 +47,44 @@ def test_noisy_layer_without_noise_is_its_mean():
     )
 
 
-def test_noisy_layer_is_a_per_row_factorized_weight_matrix():
-    """Read the noise out of the layer (it depends on the key and the input's
-    shape, not its values) by probing it with chosen parameters, then check the
-    output on real parameters and inputs against ``x_i (μ_W + σ_W ⊙ ε_in,i ε_out,iᵀ)
-    + μ_b + σ_b ⊙ ε_out,i`` row by row, in float64, and the noise's law:
-    ``f(e) = sgn(e) √|e|`` of standard normals, independent across rows."""
+def test_noisy_layer_is_a_factorized_noisy_weight_matrix():
+    """Read each key's noise out of the layer by probing it with chosen
+    parameters (the noise depends on the key, not on the input's values), then
+    check the output on real parameters and a batch of inputs against
+    ``x (μ_W + σ_W ⊙ ε_in ε_outᵀ) + μ_b + σ_b ⊙ ε_out`` in float64, one noise
+    sample shared by the batch's rows; and the noise's law over many keys:
+    ``f(e) = sgn(e) √|e|`` of standard normals, independent across keys."""
     layer, params = _layer()
-    rngs = {"noise": jax.random.key(11)}
-    ones = jnp.ones((ROWS, IN))
+    keys = jax.random.split(jax.random.key(11), KEYS)
+    one = jnp.ones((1, IN))
     zeros_w, zeros_b = np.zeros((IN, OUT)), np.zeros(OUT)
-    eps_out = np.asarray(
-        layer.apply(
-            _with(params, mu_kernel=zeros_w, mu_bias=zeros_b, sigma_kernel=zeros_w, sigma_bias=np.ones(OUT)),
-            ones,
-            rngs=rngs,
-        ),
-        np.float64,
-    )  # [rows, out]
-    eps_in = np.empty((ROWS, IN))
-    for j in range(IN):  # σ_W = e_j e_0ᵀ, x = 1: the output's column 0 is ε_in,j ε_out,0
-        probe = np.zeros((IN, OUT))
-        probe[j, 0] = 1.0
-        out = layer.apply(
-            _with(params, mu_kernel=zeros_w, mu_bias=zeros_b, sigma_kernel=probe, sigma_bias=zeros_b), ones, rngs=rngs
-        )
-        eps_in[:, j] = np.asarray(out, np.float64)[:, 0] / eps_out[:, 0]
 
-    x = np.asarray(jax.random.normal(jax.random.key(2), (ROWS, IN)), np.float64)
-    got = np.asarray(layer.apply(params, jnp.asarray(x, jnp.float32), rngs=rngs), np.float64)
+    def probe(sigma_kernel, sigma_bias):
+        zeroed = _with(params, mu_kernel=zeros_w, mu_bias=zeros_b, sigma_kernel=sigma_kernel, sigma_bias=sigma_bias)
+        apply = jax.vmap(lambda k: layer.apply(zeroed, one, rngs={"noise": k})[0])
+        return np.asarray(apply(keys), np.float64)  # [keys, out]
+
+    eps_out = probe(zeros_w, np.ones(OUT))
+    eps_in = np.empty((KEYS, IN))
+    for j in range(IN):  # σ_W = e_j e_0ᵀ, x = 1: the output's column 0 is ε_in,j ε_out,0
+        unit = np.zeros((IN, OUT))
+        unit[j, 0] = 1.0
+        eps_in[:, j] = probe(unit, zeros_b)[:, 0] / eps_out[:, 0]
+
+    x = np.asarray(jax.random.normal(jax.random.key(2), (7, IN)), np.float64)
     p = {k: np.asarray(v, np.float64) for k, v in params["params"].items()}
-    for i in range(0, ROWS, 97):
+    for i in range(0, KEYS, 409):
+        got = np.asarray(layer.apply(params, jnp.asarray(x, jnp.float32), rngs={"noise": keys[i]}), np.float64)
         weights = p["mu_kernel"] + p["sigma_kernel"] * np.outer(eps_in[i], eps_out[i])
-        expected = x[i] @ weights + p["mu_bias"] + p["sigma_bias"] * eps_out[i]
-        np.testing.assert_allclose(got[i], expected, rtol=1e-4, atol=1e-5)
+        expected = x @ weights + p["mu_bias"] + p["sigma_bias"] * eps_out[i]
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
     # f(e) = sgn(e) √|e| with e ~ N(0, 1): mean 0, E[f²] = E|e| = √(2/π)
     for eps in (eps_in, eps_out):
         assert abs(eps.mean()) < 0.03
         np.testing.assert_allclose(np.mean(eps**2), np.sqrt(2 / np.pi), rtol=0.03)
-    assert abs(np.corrcoef(eps_out[:-1, 0], eps_out[1:, 0])[0, 1]) < 0.05  # rows independent
-    assert not np.allclose(eps_in[:, 0], eps_in[:, 1])
+    assert abs(np.corrcoef(eps_out[:-1, 0], eps_out[1:, 0])[0, 1]) < 0.05  # keys independent
+    assert abs(np.corrcoef(eps_in[:, 0], eps_out[:, 0])[0, 1]) < 0.05  # ε_in and ε_out drawn apart
 
 
 def test_noisy_q_network_draws_fresh_noise_per_key_and_has_noisy_heads_only():

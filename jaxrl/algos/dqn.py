@@ -25,9 +25,9 @@ draws the levels of both networks' quantiles afresh for every item and step.
 
 ``algo=rainbow`` (Hessel et al. 2018, arXiv:1710.02298) is C51 with 3-step
 returns, a dueling head, double-DQN targets, noisy head layers that explore in
-place of ε-greedy (:class:`~jaxrl.nets.networks.NoisyDense`; independent noise per
-env when acting, per item and network when learning; the mean weights when
-evaluating) and proportional prioritized replay (Schaul et al. 2016,
+place of ε-greedy (:class:`~jaxrl.nets.networks.NoisyDense`; fresh noise for each
+env at each step when acting, one sample per network and gradient step when
+learning; the mean weights when evaluating) and proportional prioritized replay (Schaul et al. 2016,
 arXiv:1511.05952): n-step windows are drawn in proportion to ``p^α``, where ``p``
 is the window's last KL divergence of the prediction from the projected target
 (new windows get the largest so far), and each item's loss is weighted by
@@ -394,16 +394,19 @@ def make_agent(
         coins = jax.random.uniform(key_coin, (steps, num_envs))
         randoms = jax.random.randint(key_action, (steps, num_envs), 0, n_actions)
         draws = (coins, randoms)
-        if noisy and epsilon is not None:  # one key per step: the layers draw each env's noise apart
+        if noisy and epsilon is not None:  # a key per env and step: each env acts under its own noise
             key, key_noise = jax.random.split(key)
-            draws = (coins, randoms, jax.random.split(key_noise, steps))
+            draws = (coins, randoms, jax.random.split(key_noise, (steps, num_envs)))
 
         def policy(obs: jax.Array, draw: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
             coin, random_action = draw[:2]
             if epsilon is None:
                 return random_action, random_action
-            noise = draw[2] if len(draw) > 2 else None
-            action = epsilon_greedy(q_values(state.params, obs, noise), epsilon, coin, random_action)
+            if len(draw) > 2:
+                q = jax.vmap(lambda o, k: q_values(state.params, o[None], k)[0])(obs, draw[2])
+            else:
+                q = q_values(state.params, obs)
+            action = epsilon_greedy(q, epsilon, coin, random_action)
             return action, action
 
         env_state, obs, collected = replay.collect(

@@ -87,12 +87,12 @@ class NoisyDense(nn.Module):
 
         y = x (μ_W + σ_W ⊙ ε_in ε_outᵀ) + μ_b + σ_b ⊙ ε_out,   ε = f(N(0, 1)),  f(e) = sgn(e) √|e|
 
-    with ``μ ~ U[−1/√in, 1/√in]`` and ``σ = std / √in`` at initialization. The noise
-    is drawn from the ``"noise"`` rng stream, independently for every input row
-    (each env of a batch, each item of a minibatch), without materializing a
-    weight matrix per row: ``x (σ_W ⊙ ε_in ε_outᵀ) = ((x ⊙ ε_in) σ_W) ⊙ ε_out``.
-    Applied without a ``"noise"`` rng, the layer is its mean ``x μ_W + μ_b``
-    (greedy acting, evaluation, export)."""
+    with ``μ ~ U[−1/√in, 1/√in]`` and ``σ = std / √in`` at initialization. One
+    noise sample per application, from the ``"noise"`` rng stream, shared by
+    every row of the input (a minibatch sees one noisy network, as in the
+    paper; vmap over keys for independent noise per env). Applied without a
+    ``"noise"`` rng, the layer is its mean ``x μ_W + μ_b`` (greedy acting,
+    evaluation, export)."""
 
     features: int
     std: float = 0.5
@@ -107,14 +107,13 @@ class NoisyDense(nn.Module):
         mu_b = self.param("mu_bias", uniform, (self.features,))
         sigma_w = self.param("sigma_kernel", sigma, (fan_in, self.features))
         sigma_b = self.param("sigma_bias", sigma, (self.features,))
-        y = x @ mu_w + mu_b
         if not self.has_rng("noise"):
-            return y
+            return x @ mu_w + mu_b
         key_in, key_out = jax.random.split(self.make_rng("noise"))
         scaled = lambda e: jnp.sign(e) * jnp.sqrt(jnp.abs(e))  # noqa: E731
-        eps_in = scaled(jax.random.normal(key_in, x.shape, x.dtype))
-        eps_out = scaled(jax.random.normal(key_out, x.shape[:-1] + (self.features,), x.dtype))
-        return y + ((x * eps_in) @ sigma_w + sigma_b) * eps_out
+        eps_in = scaled(jax.random.normal(key_in, (fan_in,), mu_w.dtype))
+        eps_out = scaled(jax.random.normal(key_out, (self.features,), mu_w.dtype))
+        return x @ (mu_w + sigma_w * jnp.outer(eps_in, eps_out)) + (mu_b + sigma_b * eps_out)
 
 
 class MLP(nn.Module):
