@@ -240,6 +240,18 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "1",
         "eval.episodes": "4",
     },
+    "python -m jaxrl.train env=cartpole algo=rainbow seeds=16": {
+        "seeds": "2",
+        "total_timesteps": "30000",
+        "num_evals": "1",
+        "eval.episodes": "4",
+    },
+    "python -m jaxrl.train env=acrobot algo=rainbow seeds=8": {
+        "seeds": "2",
+        "total_timesteps": "30000",
+        "num_evals": "1",
+        "eval.episodes": "2",
+    },
     "python -m jaxrl.train env=pendulum algo=td3 seeds=4 algo.critic=categorical algo.v_min=-1600 algo.v_max=0": {
         "seeds": "2",
         "total_timesteps": "8000",

@@ -1,4 +1,4 @@
-"""The docs' PQN, DQN, C51, QR-DQN, IQN and TD3 commands, the way a user runs them (the CLI's
+"""The docs' PQN, DQN, C51, QR-DQN, IQN, Rainbow and TD3 commands, the way a user runs them (the CLI's
 default device layout, runs under the user's runs/): learning at CI budgets,
 then evaluate, load_policy and export of what they trained."""
 
@@ -22,7 +22,7 @@ VALUE = [
     for c in COMMANDS
     if c.startswith("python -m jaxrl.train")
     and not re.search(r"env=(gymnasium|envpool):", c)  # host envs: tests/test_host_envs.py, tests/test_envpool.py
-    and (re.search(r"algo=(pqn|dqn|c51|qrdqn|iqn|td3)\b", c) or "algo.critic=categorical" in c)
+    and (re.search(r"algo=(pqn|dqn|c51|qrdqn|iqn|rainbow|td3)\b", c) or "algo.critic=categorical" in c)
 ]
 NOISE_SWEEP = next(c for c in COMMANDS if c.startswith("python -m jaxrl.sweep") and "algo=td3" in c)
 # at the CI budgets of COMMANDS: (statistic, floor) each run must reach ("min": every seed's final
@@ -40,6 +40,8 @@ LEARNS = {
     "python -m jaxrl.train env=cartpole algo=qrdqn seeds=16": ("iqm", 200.0),  # the preset's budget: 484, 271
     "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": ("iqm", -300.0),  # 10k steps: −97, −169
     "python -m jaxrl.train env=cartpole algo=iqn seeds=8": ("iqm", 60.0),  # 40k steps: 119, 98
+    "python -m jaxrl.train env=cartpole algo=rainbow seeds=16": ("iqm", 200.0),  # 30k steps: 498, 500
+    "python -m jaxrl.train env=acrobot algo=rainbow seeds=8": ("iqm", -300.0),  # 30k steps: −73, −99
     # TD3's categorical critic at 8k steps (random play ≈ −1200; every seed ≥ −208 from 8.7k on)
     "python -m jaxrl.train env=pendulum algo=td3 seeds=4 algo.critic=categorical algo.v_min=-1600 algo.v_max=0": (
         "iqm",

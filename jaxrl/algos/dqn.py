@@ -177,7 +177,7 @@ class RainbowConfig(C51Config):
     priority_weight: float = traced(
         0.4, check=UNIT, pbt=(0.0, 1.0, False)
     )  # β0 of the importance weights, rising linearly to 1
-    eps_start: float = traced(0.0, check=UNIT)
+    eps_start: float = traced(0.0, check=UNIT)  # ε-greedy on top of the noisy layers (0: none)
     eps_end: float = traced(0.0, check=UNIT)
 
 
