@@ -99,8 +99,8 @@ PBT = {
     "pqn": "[lr,q_lambda]",
     "dqn": "[lr,tau]",
     "td3": "[exploration_noise,target_noise]",
-    "c51": "[lr,gamma]",  # QR-DQN's and IQN's traced fields are C51's (one learner)
-    "rainbow": "[priority_exponent,priority_weight]",
+    # C51's, QR-DQN's and IQN's traced fields are a subset of Rainbow's (one learner)
+    "rainbow": "[lr,priority_exponent,priority_weight]",
 }
 
 
