@@ -44,6 +44,7 @@ BAD = [
     (["algo=rainbow", "algo.noise_std=0"], "algo.noise_std=0", "> 0"),
     (["algo=rainbow", "algo.atoms=1"], "algo.atoms=1", "≥ 2"),
     (["algo=rainbow", "algo.buffer_size=5000"], "algo.buffer_size=5000", "prioritized replay"),
+    (["algo=dqn", "algo.n_step=5", "algo.learning_starts=0"], "algo.learning_starts=0", "no whole 5-step window"),
     (["seeds=0"], "seeds=0", "positive integer"),
     (["seeds=-3"], "seeds=-3", "positive integer"),
     (["seeds=[1,1]"], "seeds=[1, 1]", "distinct"),

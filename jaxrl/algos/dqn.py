@@ -548,6 +548,16 @@ def validate(config: Config) -> None:
             f"needs a buffer of at least n_step × num_envs = {window} transitions (algo.buffer_size={algo.buffer_size})",
             "pass a smaller algo.n_step or a larger algo.buffer_size",
         )
+    span = (algo.n_step - 1) * config.num_envs  # slots from a window's first item to its last
+    written = replay.warmup(algo, config.num_envs) + config.num_envs * algo.num_steps
+    if algo.n_step > 1 and written <= span:
+        raise ConfigError(
+            "algo.learning_starts",
+            algo.learning_starts,
+            f"leaves the first update no whole {algo.n_step}-step window: the warm-up plus one update "
+            f"({written} transitions) must exceed (n_step − 1) × num_envs = {span}",
+            f"pass algo.learning_starts={span} or more",
+        )
     if isinstance(algo, RainbowConfig):
         _validate_rainbow(config)
 
