@@ -559,10 +559,10 @@ def validate(config: Config) -> None:
             f"pass algo.learning_starts={span} or more",
         )
     if isinstance(algo, RainbowConfig):
-        _validate_rainbow(config)
+        _validate_rainbow(config, span)
 
 
-def _validate_rainbow(config: Config) -> None:
+def _validate_rainbow(config: Config, window: int) -> None:
     """Rainbow's replay: one of its kinds, and a buffer that holds each write
     (the warm-up's, an update's) beside the newest windows still being filled."""
     algo = config.algo
@@ -571,7 +571,6 @@ def _validate_rainbow(config: Config) -> None:
         return
     num_envs = config.num_envs
     capacity = -(-algo.buffer_size // num_envs) * num_envs
-    window = (algo.n_step - 1) * num_envs
     largest = max(replay.warmup(algo, num_envs), num_envs * algo.num_steps)
     if largest + window > capacity:
         raise ConfigError(
