@@ -300,7 +300,8 @@ class Sebulba:
     ``policy(state, obs [M, n, *obs], key, step) -> (env action [M, n, ...], record)``
     is the members' jitted acting (with ``fold_in(key, step)``) (``record``: a NamedTuple with ``action`` and
     ``log_prob`` ``[M, n, ...]``); ``make_env(i)`` builds actor ``i``'s vector env
-    of ``members × per_member`` envs (member-major)."""
+    of ``members × per_member`` envs (member-major). ``view(state)``: the part of the
+    learner's state the actors are handed (``policy`` reads it; None: the whole state)."""
 
     def __init__(
         self,
@@ -319,13 +320,14 @@ class Sebulba:
         actor_device: Any = None,
         start_update: int = 0,
         describe_env: Callable[[int, int], str] = lambda actor, env: f"env {env} of actor {actor}",
+        view: Callable[[Any], Any] | None = None,
     ):
         import jax
 
         self.members, self.per_member, self.num_steps = members, per_member, num_steps
         self.num_updates, self.max_lag, self.timeout_s = num_updates, max_lag, timeout_s
         self.start_update = start_update
-        self.policy, self.describe_env = policy, describe_env
+        self.policy, self.describe_env, self.view = policy, describe_env, view
         self.store, self.stop = ParamStore(), threading.Event()
         self._key, self._device = key, actor_device
         self.block = jax.block_until_ready
@@ -369,6 +371,8 @@ class Sebulba:
         import jax
 
         t0 = time.perf_counter()
+        if self.view is not None:
+            state = self.view(state)
         if self._device is not None:
             state = jax.device_put(state, self._device)
         self.store.publish(state, version)

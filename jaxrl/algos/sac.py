@@ -35,7 +35,7 @@ from jaxrl.algos.qvalue import ValueHead, critic_head, smaller_twin, validate_cr
 from jaxrl.algos.replay import Transition, scale_action
 from jaxrl.core.checks import OPEN_UNIT, POSITIVE, UNIT, Range, check_mlp
 from jaxrl.core.config import Config
-from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
+from jaxrl.core.contract import Agent, Algorithm, Behaviour, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
 from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Box, Env
@@ -47,6 +47,7 @@ __all__ = [
     "SACConfig",
     "HParams",
     "SACState",
+    "SACActing",
     "Transition",
     "Actor",
     "critic_loss",
@@ -133,6 +134,14 @@ class SACState:
     env_state: Any  # [N]
     obs: jax.Array  # [N, *obs]
     key: jax.Array
+
+
+class SACActing(NamedTuple):
+    """What an actor outside the program needs of a member's state (host envs)."""
+
+    actor_params: Any
+    obs_stats: normalize.RunningStats
+    random: jax.Array  # bool []: the buffer holds less than the warm-up, act uniformly at random
 
 
 class StepMetrics(NamedTuple):
@@ -420,7 +429,7 @@ def make_agent(
             obs=obs,
             key=key,
         )
-        if warmup:
+        if warmup and env.steps_in_program:  # host envs: the actors' first steps are the warm-up
             state = store(*env_steps(state, warmup, random=True))
         return state
 
@@ -478,6 +487,65 @@ def make_agent(
         action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).sample_and_log_prob(key)
         return to_env(action)
 
+    def acting(state: SACState) -> SACActing:
+        """The actors' part of ``state``: the policy, the normalizer and whether the
+        buffer still lacks the warm-up (``algo.learning_starts``)."""
+        return SACActing(state.actor_params, state.obs_stats, state.buffer.size < warmup * num_envs)
+
+    def behave(view: SACActing, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
+        """An actor's step outside the program (:mod:`jaxrl.actors`): uniform actions in
+        ``[-1, 1]`` during the warm-up, the policy's sample after it; the stored action
+        is the one in ``[-1, 1]``, the env gets it scaled to its bounds."""
+        key_uniform, key_policy = jax.random.split(key)
+        uniform = jax.random.uniform(key_uniform, obs.shape[:1] + (dim,), minval=-1.0, maxval=1.0)
+        x = normalize.normalize(view.obs_stats, obs) if algo.normalize_obs else obs
+        sampled, _, _ = _policy(actor, view.actor_params, x, space).sample_and_log_prob(key_policy)
+        action = jnp.where(view.random, uniform, sampled)
+        return to_env(action), Behaviour(action, jnp.zeros(obs.shape[:1], jnp.float32))
+
+    def complete(state: SACState, steps: Any) -> replay.Steps:
+        """The actors' steps ``[T, N, ...]`` (by field name) as ``learn``'s batch: the
+        transitions in step order, each bootstrapping from its pre-reset ``final_obs``
+        unless it terminated, as :func:`jaxrl.algos.replay.collect` stores them."""
+        steps = dict(steps)
+        count = steps["reward"].shape[0] * steps["reward"].shape[1]
+
+        def flat(x: jax.Array) -> jax.Array:
+            return jnp.reshape(x, (count,) + x.shape[2:])
+
+        items = Transition(
+            flat(steps["obs"]),
+            flat(steps["action"]),
+            flat(steps["reward"]),
+            flat(steps["terminated"]),
+            flat(steps["final_obs"]),
+        )
+        done = jnp.logical_or(steps["terminated"], steps["truncated"])
+        return replay.Steps(items, done, steps["episode_return"], steps["episode_length"], steps["obs"])
+
+    def warm(
+        state: SACState, batch: replay.Steps, hp: HParams, update_idx: jax.Array
+    ) -> tuple[SACState, UpdateMetrics]:
+        """An update of the warm-up on host envs: ``batch`` into the buffer, no gradient step
+        (losses 0, the temperature as it stands)."""
+        del update_idx
+        state = store(state, batch)
+        zero = jnp.zeros((), jnp.float32)
+        finite = jnp.ones((), bool)
+        metrics = UpdateMetrics(
+            loop=LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, finite),
+            loss=zero,
+            actor_loss=zero,
+            alpha_loss=zero,
+            alpha=jnp.exp(state.log_alpha),
+            entropy=zero,
+            q=zero,
+            grad_norm=zero,
+            lr=hp.lr,
+            clipped=zero,
+        )
+        return state, metrics
+
     phases = (
         (
             "collect: env step + policy sampling + buffer write",
@@ -485,7 +553,19 @@ def make_agent(
         ),
     )
     return Agent(
-        init, collect, learn, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs, phases=phases
+        init,
+        collect,
+        learn,
+        act,
+        sample,
+        (actor, critic),
+        num_envs * algo.num_steps,
+        warmup * num_envs,
+        phases=phases,
+        behave=behave,
+        complete=complete,
+        acting=acting,
+        warm=warm,
     )
 
 

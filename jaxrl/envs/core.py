@@ -117,6 +117,9 @@ class Env:
     # backends whose step is a large Python program (physics engines, the
     # suites) trace it once per argument shape (:meth:`_call`)
     trace_once: bool = False
+    # False for a host env's shapes (``jaxrl.run.host``): never stepped inside a program, so
+    # replay learners leave their random-action warm-up to the actors
+    steps_in_program: bool = True
 
     def truncation_period(self, params: Any = None) -> int | None:
         """The fewest steps between two truncations of one env copy under

@@ -68,6 +68,8 @@ class ShapeEnv(Env):
     """A host env's shapes behind the Env contract, for building an agent
     (networks, initial state); it is never stepped in a program."""
 
+    steps_in_program = False
+
     def __init__(self, spec: HostSpec):
         self.name, self.obs_shape, self.action_space = spec.name, spec.obs_shape, spec.action_space
         self.default_params, self.max_episode_steps, self.solved_return = (
@@ -147,7 +149,7 @@ def prepare_host(config: Config) -> HostRun:
     agent = algorithm.make_agent(config.algo, ShapeEnv(spec), config.num_envs, num_updates, **seams)
     if agent.behave is None or agent.complete is None:
         raise ConfigError(
-            "algo", algorithm.name, "does not train on host envs yet (PPO, IMPALA and PQN do)", "pass algo=ppo"
+            "algo", algorithm.name, "does not train on host envs yet (PPO, IMPALA, PQN and SAC do)", "pass algo=ppo"
         )
     seeds = seed_ids(config)
     base = HParams.from_config(config.algo)
@@ -163,16 +165,28 @@ class _Programs(NamedTuple):
     learn: Any  # (states, steps {field: [M, T, N, ...]}, hparams, update) -> (states, metrics)
     policy: Any  # (states, obs [M, n, *obs], key, step) -> (env action, Behaviour)
     act: Any  # (states, obs [M, n, *obs]) -> deterministic env action
+    view: Any  # states -> what the actors' policy reads (None: the states)
+
+
+def warm_updates(run: HostRun) -> int:
+    """Updates of a replay learner's random-action warm-up on host envs (its buffer
+    filled to ``algo.learning_starts`` by the actors, no gradient step); 0 for the others."""
+    agent = run.agent
+    return 0 if agent.warm is None else -(-agent.warmup_steps // agent.steps_per_update)
 
 
 def _programs(run: HostRun) -> _Programs:
     import jax
     import jax.numpy as jnp
 
-    agent, members = run.agent, len(run.seeds)
+    agent, members, warming = run.agent, len(run.seeds), warm_updates(run)
 
     def learn_one(state, steps, hp, update):
-        new, metrics = agent.learn(state, agent.complete(state, steps), hp, update)
+        batch = agent.complete(state, steps)
+        if warming:  # the update index is the members' own: a real branch under vmap
+            new, metrics = jax.lax.cond(update < warming, agent.warm, agent.learn, state, batch, hp, update)
+        else:
+            new, metrics = agent.learn(state, batch, hp, update)
         keep = metrics.loop.finite  # a non-finite update is not applied (its keys still advance)
         new = jax.tree.map(
             lambda a, b: a if jnp.issubdtype(a.dtype, jax.dtypes.prng_key) else jnp.where(keep, a, b), new, state
@@ -192,6 +206,7 @@ def _programs(run: HostRun) -> _Programs:
         jax.jit(jax.vmap(learn_one, in_axes=(0, 0, 0, None))),
         jax.jit(policy),
         jax.jit(act),
+        None if agent.acting is None else jax.jit(jax.vmap(agent.acting)),
     )
 
 
@@ -203,7 +218,8 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
     members, steps, n = len(run.seeds), run.config.algo.num_steps, run.config.num_envs
     obs = np.zeros((members, n, *run.spec.obs_shape), np.float32)
     key = jax.random.key(0)
-    action, record = jax.eval_shape(programs.policy, states, obs[:, : run.per_member], key, np.int32(0))
+    view = states if programs.view is None else programs.view(states)
+    action, record = jax.eval_shape(programs.policy, view, obs[:, : run.per_member], key, np.int32(0))
 
     def like(x: Any, shape: tuple[int, ...]) -> np.ndarray:
         return np.zeros((members, steps, n, *shape), x.dtype)
@@ -220,10 +236,10 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
         "episode_length": np.zeros((members, steps, n), np.int32),
     }
     learn = programs.learn.lower(states, example, run.hparams, np.int32(0)).compile()
-    acting = states if actor_device is None else jax.device_put(states, actor_device)
+    acting = view if actor_device is None else jax.device_put(view, actor_device)
     policy = programs.policy.lower(acting, obs[:, : run.per_member], key, np.int32(0)).compile()
     act = programs.act.lower(states, np.zeros((members, run.config.eval.episodes, *run.spec.obs_shape), np.float32))
-    return _Programs(programs.init, learn, policy, act.compile())
+    return _Programs(programs.init, learn, policy, act.compile(), programs.view)
 
 
 def evaluate_members(
@@ -314,7 +330,7 @@ def _chunk_end(
             raise HostEnvError(f"checkpoint of chunk {chunk} could not be written: {failed}")
     last = reports[-1]
     if config.progress:
-        lever = _pipeline_totals(reports)
+        lever = _pipeline_totals(reports, config.algo)
         loop.log(
             f"chunk {chunk + 1}/{math.ceil(run.num_updates / run.chunk_updates)} · {format_count(steps)} steps each · "
             f"eval IQM {stats.iqm(means):.1f} (min {min(means):.1f}, max {max(means):.1f}) · "
@@ -323,8 +339,16 @@ def _chunk_end(
     return record
 
 
-def _pipeline_totals(reports: list[UpdateReport]) -> dict[str, Any]:
-    """Per-update means of the pipeline's figures, the lag range and the run's verdict."""
+def lever_of(word: str, algo: Any) -> str:
+    """What to change for a run with ``word``'s verdict; a learner-bound replay
+    learner's lever is its gradient steps per env step (``algo.utd``)."""
+    if word == "learner-bound" and hasattr(algo, "utd"):
+        return "fewer gradient steps per env step (algo.utd) or a smaller batch (algo.batch_size)"
+    return LEVERS[word]
+
+
+def _pipeline_totals(reports: list[UpdateReport], algo: Any) -> dict[str, Any]:
+    """Per-update means of the pipeline's figures, the lag range, the run's verdict and its lever."""
     n = len(reports)
     mean = {f: sum(getattr(r, f) for r in reports) / n for f in TIME_FIELDS}
     busy = mean["actor_env_s"] + mean["actor_infer_s"] + mean["actor_copy_s"]
@@ -336,7 +360,7 @@ def _pipeline_totals(reports: list[UpdateReport]) -> dict[str, Any]:
         "lag_max": max(r.lag_max for r in reports),
         "steps_per_s": round(sum(r.steps_per_s for r in reports) / n, 1),
         "verdict": word,
-        "lever": LEVERS[word],
+        "lever": lever_of(word, algo),
     }
 
 
@@ -424,6 +448,7 @@ def _pipeline(run: HostRun, programs: _Programs, start: int, stop_after: int | N
     return Sebulba(
         make_env=lambda i: make_vec(run.spec, members * run.per_member, mode=config.actor.envs),
         policy=programs.policy,
+        view=programs.view,
         members=members,
         per_member=run.per_member,
         threads=config.actor.threads,
@@ -566,7 +591,7 @@ def _finish(
     evals = [r for r in records if isinstance(r, EvalRecord)]
     final = [float(v) for v in evals[-1].eval_return]
     total = run.num_updates * config.rollout_size
-    totals = _pipeline_totals(reports) if reports else {}
+    totals = _pipeline_totals(reports, config.algo) if reports else {}
     result = {
         "env": run.spec.name,
         "algo": config.algo.name,
