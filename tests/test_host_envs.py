@@ -224,7 +224,8 @@ def test_resume_continues_the_learner_where_it_stopped(tmp_path):
     [
         (["env=gymnasium:CartPol-v1"], "env=gymnasium:CartPol-v1"),
         (["env=gymnasium:CartPole-v1", "algo=sac"], "algo=sac"),
-        (["env=gymnasium:Pendulum-v1", "algo=td3"], "algo=td3"),
+        (["env=gymnasium:CartPole-v1", "algo=dqn"], "algo=dqn"),
+        (["env=gymnasium:Pendulum-v1", "algo=td3", "algo.noise_correlation=0.9"], "algo.noise_correlation=0.9"),
         (["env=gymnasium:CartPole-v1", "num_envs=4", "actor.threads=3"], "actor.threads=3"),
         (["env=gymnasium:CartPole-v1", "actor.max_lag=-1"], "actor.max_lag=-1"),
         (["env=gymnasium:CartPole-v1", "actor.threads=0"], "actor.threads=0"),
@@ -438,12 +439,14 @@ def test_pqn_learns_from_actors_steps_as_from_its_own_rollout():
     assert action.shape == (4,) and np.asarray(record.log_prob).shape == (4,)
 
 
-def test_sac_learns_from_actors_steps_as_from_its_own_and_warms_up_at_random():
-    """SAC's ``complete`` turns the actors' steps ``[T, N]`` into the transitions
-    its in-program collect stores (each bootstrapping from its pre-reset
-    ``final_obs``), so ``learn`` on them gives the same state bit for bit; the
-    actors are handed the policy, the normalizer and whether the learner's buffer
-    still lacks ``learning_starts`` (uniform actions then, the policy's sample after)."""
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_at_random(algo):
+    """SAC's and TD3's ``complete`` turns the actors' steps ``[T, N]`` into the
+    transitions their in-program collect stores (each bootstrapping from its
+    pre-reset ``final_obs``), so ``learn`` on them gives the same state bit for
+    bit; the actors are handed the policy, the normalizer and whether the
+    learner's buffer still lacks ``learning_starts`` (uniform actions then, the
+    policy's sample — SAC — or ``clip(μ(s) + σ ε)`` — TD3 — after)."""
     import jax
 
     import jaxrl.envs
@@ -452,9 +455,9 @@ def test_sac_learns_from_actors_steps_as_from_its_own_and_warms_up_at_random():
     from jaxrl.core.fields import HParams
     from jaxrl.run.overrides import resolve
 
-    config = resolve(["env=pendulum", "algo=sac", "num_envs=4", "algo.num_steps=8", "algo.learning_starts=64"])
+    config = resolve(["env=pendulum", f"algo={algo}", "num_envs=4", "algo.num_steps=8", "algo.learning_starts=64"])
     env = jaxrl.envs.make("pendulum")
-    agent = algos.get("sac").make_agent(config.algo, env, 4, 10)
+    agent = algos.get(algo).make_agent(config.algo, env, 4, 10)
     hp = HParams.from_config(config.algo)
     collect, state = jax.jit(agent.collect), agent.init(jax.random.key(0), hp)
     for update in range(23):  # after the 16-step warm-up, the 23rd batch ends at step 200: the time limit
@@ -485,7 +488,7 @@ def test_sac_learns_from_actors_steps_as_from_its_own_and_warms_up_at_random():
     # on a host env the buffer starts empty (the actors take the warm-up's steps)
     host_env = jaxrl.envs.make("pendulum")
     host_env.steps_in_program = False
-    host = algos.get("sac").make_agent(config.algo, host_env, 4, 10)
+    host = algos.get(algo).make_agent(config.algo, host_env, 4, 10)
     fresh = host.init(jax.random.key(0), hp)
     assert int(fresh.buffer.size) == 0 and host.warmup_steps == 64
     obs = np.asarray(jax.random.normal(jax.random.key(5), (256, 3)))
@@ -501,10 +504,36 @@ def test_sac_learns_from_actors_steps_as_from_its_own_and_warms_up_at_random():
     assert int(filled.buffer.size) == 64 and not bool(host.acting(filled).random)
     jax.tree.map(np.testing.assert_array_equal, filled.actor_params, fresh.actor_params)  # no gradient step
     action, record = host.behave(host.acting(filled), obs, jax.random.key(1))
-    expected = _policy(host.network[0], filled.actor_params, obs, env.action_space).sample_and_log_prob(
-        jax.random.split(jax.random.key(1))[1]
-    )[0]
+    key = jax.random.split(jax.random.key(1))[1]
+    if algo == "sac":
+        expected = _policy(host.network[0], filled.actor_params, obs, env.action_space).sample_and_log_prob(key)[0]
+    else:
+        mean = host.network[0].apply(filled.actor_params, obs)
+        expected = np.clip(mean + hp.exploration_noise * jax.random.normal(key, mean.shape), -1.0, 1.0)
+        assert float(host.acting(filled).sigma) == pytest.approx(0.1)
     np.testing.assert_array_equal(np.asarray(record.action), np.asarray(expected))
+
+
+def test_td3_on_a_host_env_warms_up_then_learns_and_evaluates(tmp_path):
+    """TD3 through the pipeline: the first ⌈128 / 32⌉ = 4 updates only fill the
+    buffer (random actions), every later one takes gradient steps; the run
+    evaluates and summarizes like any other."""
+    code, summary, rows = _train(
+        tmp_path,
+        "env=gymnasium:Pendulum-v1",
+        "algo=td3",
+        "seeds=2",
+        "num_envs=2",
+        "algo.num_steps=16",
+        "total_timesteps=512",
+        "algo.learning_starts=128",
+        "num_evals=1",
+        "eval.episodes=1",
+    )
+    assert code == 0 and summary["algo"] == "td3" and all(np.isfinite(summary["final_eval_return"]))
+    losses = [r["loss"] for r in rows if r["type"] == "update"]
+    assert len(losses) == 16 and all(v == 0.0 for row in losses[:4] for v in row)
+    assert all(v > 0 for row in losses[4:] for v in row)
 
 
 def test_continuous_actions_then_evaluate_render_load_policy_and_export(tmp_path, capsys):

@@ -21,6 +21,8 @@ from jaxrl.envs.core import Env
 from jaxrl.rl import buffers, prioritized
 
 __all__ = [
+    "Acting",
+    "from_actors",
     "Prioritized",
     "prioritized_init",
     "prioritized_add",
@@ -58,6 +60,32 @@ class Transition(NamedTuple):
     reward: jax.Array  # []
     terminated: jax.Array  # [] bool
     next_obs: jax.Array  # [*obs] raw, pre-reset
+
+
+class Acting(NamedTuple):
+    """What the actors of a host env are handed of a continuous-control replay
+    learner's member (SAC, TD3; ``Agent.acting``): not its replay buffer."""
+
+    actor_params: Any
+    obs_stats: Any  # jaxrl.rl.normalize.RunningStats
+    random: jax.Array  # bool []: the buffer holds less than the warm-up, act uniformly at random
+    sigma: jax.Array  # float32 []: TD3's exploration noise σ (SAC samples its own policy: 0)
+
+
+def from_actors(steps: Any) -> Steps:
+    """The actors' steps ``[T, N, ...]`` (:mod:`jaxrl.actors`, a mapping by field
+    name) as a continuous-control learner's batch: the :class:`Transition` s in
+    step order, each bootstrapping from its pre-reset ``final_obs`` unless it
+    terminated, as :func:`collect` stores them."""
+    count = steps["reward"].shape[0] * steps["reward"].shape[1]
+
+    def flat(x: jax.Array) -> jax.Array:
+        return jnp.reshape(x, (count,) + x.shape[2:])
+
+    fields = ("obs", "action", "reward", "terminated", "final_obs")
+    items = Transition(*(flat(steps[name]) for name in fields))
+    done = jnp.logical_or(steps["terminated"], steps["truncated"])
+    return Steps(items, done, steps["episode_return"], steps["episode_length"], steps["obs"])
 
 
 def scale_action(action: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:

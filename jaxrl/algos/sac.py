@@ -47,7 +47,6 @@ __all__ = [
     "SACConfig",
     "HParams",
     "SACState",
-    "SACActing",
     "Transition",
     "Actor",
     "critic_loss",
@@ -134,14 +133,6 @@ class SACState:
     env_state: Any  # [N]
     obs: jax.Array  # [N, *obs]
     key: jax.Array
-
-
-class SACActing(NamedTuple):
-    """What an actor outside the program needs of a member's state (host envs)."""
-
-    actor_params: Any
-    obs_stats: normalize.RunningStats
-    random: jax.Array  # bool []: the buffer holds less than the warm-up, act uniformly at random
 
 
 class StepMetrics(NamedTuple):
@@ -487,12 +478,13 @@ def make_agent(
         action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).sample_and_log_prob(key)
         return to_env(action)
 
-    def acting(state: SACState) -> SACActing:
+    def acting(state: SACState) -> replay.Acting:
         """The actors' part of ``state``: the policy, the normalizer and whether the
         buffer still lacks the warm-up (``algo.learning_starts``)."""
-        return SACActing(state.actor_params, state.obs_stats, state.buffer.size < warmup * num_envs)
+        zero = jnp.zeros((), jnp.float32)
+        return replay.Acting(state.actor_params, state.obs_stats, state.buffer.size < warmup * num_envs, zero)
 
-    def behave(view: SACActing, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
+    def behave(view: replay.Acting, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
         """An actor's step outside the program (:mod:`jaxrl.actors`): uniform actions in
         ``[-1, 1]`` during the warm-up, the policy's sample after it; the stored action
         is the one in ``[-1, 1]``, the env gets it scaled to its bounds."""
@@ -502,26 +494,6 @@ def make_agent(
         sampled, _, _ = _policy(actor, view.actor_params, x, space).sample_and_log_prob(key_policy)
         action = jnp.where(view.random, uniform, sampled)
         return to_env(action), Behaviour(action, jnp.zeros(obs.shape[:1], jnp.float32))
-
-    def complete(state: SACState, steps: Any) -> replay.Steps:
-        """The actors' steps ``[T, N, ...]`` (by field name) as ``learn``'s batch: the
-        transitions in step order, each bootstrapping from its pre-reset ``final_obs``
-        unless it terminated, as :func:`jaxrl.algos.replay.collect` stores them."""
-        steps = dict(steps)
-        count = steps["reward"].shape[0] * steps["reward"].shape[1]
-
-        def flat(x: jax.Array) -> jax.Array:
-            return jnp.reshape(x, (count,) + x.shape[2:])
-
-        items = Transition(
-            flat(steps["obs"]),
-            flat(steps["action"]),
-            flat(steps["reward"]),
-            flat(steps["terminated"]),
-            flat(steps["final_obs"]),
-        )
-        done = jnp.logical_or(steps["terminated"], steps["truncated"])
-        return replay.Steps(items, done, steps["episode_return"], steps["episode_length"], steps["obs"])
 
     def warm(
         state: SACState, batch: replay.Steps, hp: HParams, update_idx: jax.Array
@@ -563,7 +535,7 @@ def make_agent(
         warmup * num_envs,
         phases=phases,
         behave=behave,
-        complete=complete,
+        complete=lambda state, steps: replay.from_actors(steps),
         acting=acting,
         warm=warm,
     )

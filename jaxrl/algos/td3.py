@@ -33,7 +33,8 @@ from jaxrl.algos.qvalue import ValueHead, critic_head, smaller_twin, validate_cr
 from jaxrl.algos.replay import Transition, scale_action
 from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp
 from jaxrl.core.config import Config
-from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
+from jaxrl.core.contract import Agent, Algorithm, Behaviour, LoopMetrics, own_metrics
+from jaxrl.core.errors import ConfigError
 from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Box, Env
 from jaxrl.nets.networks import MLP, TwinCritic, check_network, dense, init_many, make_torso, with_perf
@@ -387,7 +388,7 @@ def make_agent(
             exploration_noise=jnp.asarray(hp.exploration_noise, jnp.float32),
             noise=jnp.zeros((num_envs, dim), jnp.float32),
         )
-        if warmup:
+        if warmup and env.steps_in_program:  # host envs: the actors' first steps are the warm-up
             state = store(*env_steps(state, warmup, None))
         return state
 
@@ -480,14 +481,63 @@ def make_agent(
         noise = jax.random.normal(key, mean.shape)
         return to_env(jnp.clip(mean + state.exploration_noise * noise, -1.0, 1.0))
 
+    def acting(state: TD3State) -> replay.Acting:
+        """The actors' part of ``state``: the actor, the normalizer, whether the buffer
+        still lacks the warm-up (``algo.learning_starts``) and the noise σ."""
+        warming = state.buffer.size < warmup * num_envs
+        return replay.Acting(state.actor_params, state.obs_stats, warming, state.exploration_noise)
+
+    def behave(view: replay.Acting, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
+        """An actor's step outside the program (:mod:`jaxrl.actors`): uniform actions in
+        ``[-1, 1]`` during the warm-up, ``clip(μ(s) + σ ε, −1, 1)`` with white noise
+        after it; the stored action is the one in ``[-1, 1]``."""
+        key_uniform, key_noise = jax.random.split(key)
+        uniform = jax.random.uniform(key_uniform, obs.shape[:1] + (dim,), minval=-1.0, maxval=1.0)
+        x = normalize.normalize(view.obs_stats, obs) if algo.normalize_obs else obs
+        mean = actor.apply(view.actor_params, x)
+        noisy = jnp.clip(mean + view.sigma * jax.random.normal(key_noise, mean.shape), -1.0, 1.0)
+        action = jnp.where(view.random, uniform, noisy)
+        return to_env(action), Behaviour(action, jnp.zeros(obs.shape[:1], jnp.float32))
+
+    def warm(
+        state: TD3State, batch: replay.Steps, hp: HParams, update_idx: jax.Array
+    ) -> tuple[TD3State, UpdateMetrics]:
+        """An update of the warm-up on host envs: ``batch`` into the buffer, no gradient step (losses 0)."""
+        del update_idx
+        state = store(state, batch)
+        zero = jnp.zeros((), jnp.float32)
+        loop = LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, jnp.ones((), bool))
+        return state, UpdateMetrics(
+            loop=loop, loss=zero, actor_loss=zero, q=zero, grad_norm=zero, lr=hp.lr, clipped=zero
+        )
+
     phases = (
         (
             "collect: env step + actor + exploration noise + buffer write",
             lambda state, hp: store(*env_steps(state, algo.num_steps, hp.exploration_noise, hp.noise_correlation)),
         ),
     )
+    if not env.steps_in_program and algo.noise_correlation != 0:  # the actors keep no per-env noise state
+        raise ConfigError(
+            "algo.noise_correlation",
+            algo.noise_correlation,
+            "needs each env's noise state between steps, which host envs' actors do not keep yet",
+            "pass algo.noise_correlation=0 (white noise)",
+        )
     return Agent(
-        init, collect, learn, act, sample, (actor, critic), num_envs * algo.num_steps, warmup * num_envs, phases=phases
+        init,
+        collect,
+        learn,
+        act,
+        sample,
+        (actor, critic),
+        num_envs * algo.num_steps,
+        warmup * num_envs,
+        phases=phases,
+        behave=behave,
+        complete=lambda state, steps: replay.from_actors(steps),
+        acting=acting,
+        warm=warm,
     )
 
 

@@ -149,7 +149,10 @@ def prepare_host(config: Config) -> HostRun:
     agent = algorithm.make_agent(config.algo, ShapeEnv(spec), config.num_envs, num_updates, **seams)
     if agent.behave is None or agent.complete is None:
         raise ConfigError(
-            "algo", algorithm.name, "does not train on host envs yet (PPO, IMPALA, PQN and SAC do)", "pass algo=ppo"
+            "algo",
+            algorithm.name,
+            "does not train on host envs yet (PPO, IMPALA, PQN, SAC and TD3 do)",
+            "pass algo=ppo",
         )
     seeds = seed_ids(config)
     base = HParams.from_config(config.algo)
