@@ -33,6 +33,7 @@ TINY = ["seeds=2", "num_envs=2", "algo.num_steps=16", "total_timesteps=256", "nu
 DOCS = "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4"
 DOCS_PQN = "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=pqn seeds=4"
 DOCS_SAC = "python -m jaxrl.train env=gymnasium:Pendulum-v1 algo=sac seeds=4"
+DOCS_DQN = "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=dqn seeds=4"
 DOCS_MUJOCO = "python -m jaxrl.train env=gymnasium:HalfCheetah-v5 seeds=4"
 DOCS_ALE = "python -m jaxrl.train env=gymnasium:ALE/Breakout-v5 seeds=1"
 
@@ -224,7 +225,8 @@ def test_resume_continues_the_learner_where_it_stopped(tmp_path):
     [
         (["env=gymnasium:CartPol-v1"], "env=gymnasium:CartPol-v1"),
         (["env=gymnasium:CartPole-v1", "algo=sac"], "algo=sac"),
-        (["env=gymnasium:CartPole-v1", "algo=dqn"], "algo=dqn"),
+        (["env=gymnasium:CartPole-v1", "algo=a2c"], "algo=a2c"),
+        (["env=gymnasium:CartPole-v1", "algo=rainbow"], "algo.n_step=3"),  # Rainbow's 3-step windows
         (["env=gymnasium:Pendulum-v1", "algo=td3", "algo.noise_correlation=0.9"], "algo.noise_correlation=0.9"),
         (["env=gymnasium:CartPole-v1", "num_envs=4", "actor.threads=3"], "actor.threads=3"),
         (["env=gymnasium:CartPole-v1", "actor.max_lag=-1"], "actor.max_lag=-1"),
@@ -326,6 +328,19 @@ def test_the_docs_sac_command_warms_up_then_learns(home):
     assert all(v == 0.0 for row in losses[:32] for v in row) and all(v > 0 for row in losses[32:] for v in row)
     if summary["pipeline"]["verdict"] == "learner-bound":
         assert "algo.utd" in summary["pipeline"]["lever"], summary["pipeline"]
+
+
+def test_the_docs_dqn_command_learns(home):
+    """DQN through the pipeline at a CI budget (half the preset's 100k steps):
+    random play ≈ 22; measured IQM 269 (500 at the preset's budget,
+    docs/host-envs.md). ε falls from 1 on the run's schedule as the actors act."""
+    proc = run(DOCS_DQN, home, COMMANDS[DOCS_DQN])
+    run_dir = run_dir_of(proc)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["algo"] == "dqn" and summary["iqm"] >= 100, summary["final_eval_return"]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    epsilons = [r["epsilon"][0] for r in records if r["type"] == "update"]
+    assert epsilons[0] == 1.0 and epsilons[-1] < 0.1 and epsilons == sorted(epsilons, reverse=True)
 
 
 def test_the_docs_mujoco_command_takes_the_mujoco_preset(home):
@@ -492,7 +507,7 @@ def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_a
     fresh = host.init(jax.random.key(0), hp)
     assert int(fresh.buffer.size) == 0 and host.warmup_steps == 64
     obs = np.asarray(jax.random.normal(jax.random.key(5), (256, 3)))
-    view = host.acting(fresh)
+    view = host.acting(fresh, hp, np.int32(0))
     assert bool(view.random)
     action, record = host.behave(view, obs, jax.random.key(1))
     stored = np.asarray(record.action)
@@ -501,17 +516,99 @@ def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_a
     np.testing.assert_allclose(np.asarray(action), 2.0 * stored, rtol=1e-6)  # Pendulum's torque in [-2, 2]
     filled = host.warm(fresh, completed, hp, np.int32(0))[0]
     filled = host.warm(filled, completed, hp, np.int32(1))[0]  # 2 × 32 transitions: the warm-up is stored
-    assert int(filled.buffer.size) == 64 and not bool(host.acting(filled).random)
+    assert int(filled.buffer.size) == 64 and not bool(host.acting(filled, hp, np.int32(2)).random)
     jax.tree.map(np.testing.assert_array_equal, filled.actor_params, fresh.actor_params)  # no gradient step
-    action, record = host.behave(host.acting(filled), obs, jax.random.key(1))
+    action, record = host.behave(host.acting(filled, hp, np.int32(2)), obs, jax.random.key(1))
     key = jax.random.split(jax.random.key(1))[1]
     if algo == "sac":
         expected = _policy(host.network[0], filled.actor_params, obs, env.action_space).sample_and_log_prob(key)[0]
     else:
         mean = host.network[0].apply(filled.actor_params, obs)
         expected = np.clip(mean + hp.exploration_noise * jax.random.normal(key, mean.shape), -1.0, 1.0)
-        assert float(host.acting(filled).sigma) == pytest.approx(0.1)
+        assert float(host.acting(filled, hp, np.int32(2)).sigma) == pytest.approx(0.1)
     np.testing.assert_array_equal(np.asarray(record.action), np.asarray(expected))
+
+
+@pytest.mark.parametrize("algo", ["dqn", "c51", "rainbow"])
+def test_value_learners_learn_from_actors_steps_as_from_their_own_and_act_on_their_schedule(algo):
+    """DQN's, C51's and Rainbow's (one-step) ``complete`` rebuilds the
+    transitions their in-program collect stores, so ``learn`` gives the same
+    state bit for bit (Rainbow: through its prioritized buffer); on a host env
+    the buffer starts empty, the actors act uniformly until it holds
+    ``learning_starts``, then ε-greedily at the rate of the update they collect
+    for (Rainbow: each env under its own layer noise)."""
+    import jax
+
+    import jaxrl.envs
+    from jaxrl import algos
+    from jaxrl.algos.qvalue import value_head
+    from jaxrl.core.fields import HParams
+    from jaxrl.rl.qlearning import epsilon_greedy, linear_epsilon
+    from jaxrl.run.overrides import resolve
+
+    args = ["env=cartpole", f"algo={algo}", "num_envs=4", "algo.num_steps=8", "algo.learning_starts=64"]
+    config = resolve(args + (["algo.n_step=1"] if algo == "rainbow" else []))
+    agent = algos.get(algo).make_agent(config.algo, jaxrl.envs.make("cartpole"), 4, 10)
+    hp = HParams.from_config(config.algo)
+    state, batch = jax.jit(agent.collect)(agent.init(jax.random.key(0), hp), hp, np.int32(0))
+    items = jax.tree.map(lambda x: np.asarray(x).reshape((8, 4) + x.shape[1:]), batch.items)
+    done = np.asarray(batch.done)
+    assert done.any() and (done & ~items.terminated).sum() == 0  # CartPole's random play ends by falling
+    steps = {
+        "obs": items.obs,
+        "action": items.action,
+        "log_prob": np.zeros((8, 4), np.float32),
+        "reward": items.reward,
+        "terminated": items.terminated,
+        "truncated": done & ~items.terminated,
+        "final_obs": items.next_obs,
+        "episode_return": np.asarray(batch.episode_return),
+        "episode_length": np.asarray(batch.episode_length),
+    }
+    completed = agent.complete(state, steps)
+    for a, b in zip(jax.tree.leaves(completed), jax.tree.leaves(batch), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    cut = np.zeros((8, 4), bool)
+    cut[3, 2] = True  # a time limit there: the item ends its episode without terminating
+    truncated = agent.complete(state, {**steps, "truncated": steps["truncated"] | cut}).items
+    np.testing.assert_array_equal(np.asarray(truncated.done), (done | cut).reshape(-1))
+    np.testing.assert_array_equal(np.asarray(truncated.terminated), items.terminated.reshape(-1))
+    want = agent.learn(state, batch, hp, np.int32(0))
+    got = agent.learn(state, completed, hp, np.int32(0))
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        if not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+    host_env = jaxrl.envs.make("cartpole")
+    host_env.steps_in_program = False
+    host = algos.get(algo).make_agent(config.algo, host_env, 4, 10)
+    fresh = host.init(jax.random.key(0), hp)
+    ring = (lambda s: s.buffer.ring) if algo == "rainbow" else (lambda s: s.buffer)
+    assert int(ring(fresh).size) == 0
+    obs = np.asarray(jax.random.normal(jax.random.key(5), (512, 4))) * 0.1
+    late = host.acting(fresh, hp, np.int32(5))  # ε is low by then; the empty buffer still means uniform actions
+    action, _ = host.behave(late, np.zeros_like(obs), jax.random.key(1))  # greedy: one action for all
+    assert bool(late.random) and float(late.epsilon) < 0.5 and 0.4 < np.mean(np.asarray(action)) < 0.6
+    filled, metrics = host.warm(fresh, completed, hp, np.int32(0))
+    filled, _ = host.warm(filled, completed, hp, np.int32(1))  # 2 × 32 transitions: the warm-up is stored
+    assert int(ring(filled).size) == 64 and float(metrics.loss) == 0.0 and float(metrics.epsilon) == 1.0
+    view = host.acting(filled, hp, np.int32(5))
+    epsilon = linear_epsilon(np.float32(5 * 32), hp.eps_start, hp.eps_end, hp.exploration_fraction, 10 * 32)
+    assert not bool(view.random) and float(view.epsilon) == pytest.approx(float(epsilon))
+    action, record = host.behave(view, obs, jax.random.key(1))
+    key_coin, key_action, key_noise = jax.random.split(jax.random.key(1), 3)
+    coin = jax.random.uniform(key_coin, (512,))
+    random_action = jax.random.randint(key_action, (512,), 0, 2)
+    if algo == "rainbow":  # each env's values under its own noise sample
+        keys = jax.random.split(key_noise, 512)
+        net = host.network
+        out = jax.vmap(lambda o, k: net.apply(filled.params, o[None], rngs={"noise": k})[0])(obs, keys)
+    else:
+        out = host.network.apply(filled.params, obs)
+    expected = epsilon_greedy(value_head(config.algo).q(out), view.epsilon, coin, random_action)
+    np.testing.assert_array_equal(np.asarray(action), np.asarray(expected))
+    learned, metrics = host.learn(filled, completed, hp, np.int32(5))
+    assert float(metrics.epsilon) == pytest.approx(float(epsilon))  # the rate the actors acted at
 
 
 def test_td3_on_a_host_env_warms_up_then_learns_and_evaluates(tmp_path):

@@ -181,6 +181,11 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "1",
         "eval.episodes": "4",
     },
+    "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=dqn seeds=4": {
+        "total_timesteps": "50000",
+        "num_evals": "1",
+        "eval.episodes": "4",
+    },
     # envpool through the same pipeline (tests/test_envpool.py): CartPole learning, the Atari preset's smoke run
     "pip install -e '.[envpool]'": None,  # the dev extras `make test` installs include envpool
     "python -m jaxrl.train env=envpool:CartPole-v1 seeds=4": {

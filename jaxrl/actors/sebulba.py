@@ -300,8 +300,9 @@ class Sebulba:
     ``policy(state, obs [M, n, *obs], key, step) -> (env action [M, n, ...], record)``
     is the members' jitted acting (with ``fold_in(key, step)``) (``record``: a NamedTuple with ``action`` and
     ``log_prob`` ``[M, n, ...]``); ``make_env(i)`` builds actor ``i``'s vector env
-    of ``members × per_member`` envs (member-major). ``view(state)``: the part of the
-    learner's state the actors are handed (``policy`` reads it; None: the whole state)."""
+    of ``members × per_member`` envs (member-major). ``view(state, version)``: what the
+    actors are handed of the learner's state to collect trajectory ``version`` (``policy``
+    reads it; None: the whole state)."""
 
     def __init__(
         self,
@@ -320,7 +321,7 @@ class Sebulba:
         actor_device: Any = None,
         start_update: int = 0,
         describe_env: Callable[[int, int], str] = lambda actor, env: f"env {env} of actor {actor}",
-        view: Callable[[Any], Any] | None = None,
+        view: Callable[[Any, int], Any] | None = None,
     ):
         import jax
 
@@ -372,7 +373,7 @@ class Sebulba:
 
         t0 = time.perf_counter()
         if self.view is not None:
-            state = self.view(state)
+            state = self.view(state, np.int32(version))
         if self._device is not None:
             state = jax.device_put(state, self._device)
         self.store.publish(state, version)

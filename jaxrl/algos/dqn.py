@@ -53,7 +53,7 @@ from jaxrl.algos.presets import load_presets
 from jaxrl.algos.qvalue import ValueHead, make_q_network, validate_q_network, value_head
 from jaxrl.core.checks import POSITIVE, POSITIVE_INT, UNIT, Range, require_one_of
 from jaxrl.core.config import Config
-from jaxrl.core.contract import Agent, Algorithm, LoopMetrics, own_metrics
+from jaxrl.core.contract import Agent, Algorithm, Behaviour, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
 from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Env
@@ -203,6 +203,14 @@ class DQNState:
     key: jax.Array
     epsilon: jax.Array  # float32 [] of the last collection (``sample`` uses it)
     steps: jax.Array  # int32 [] gradient steps taken
+
+
+class DQNActing(NamedTuple):
+    """What the actors of a host env are handed of a member (``Agent.acting``): not its buffer."""
+
+    params: Any
+    epsilon: jax.Array  # float32 []: the exploration rate of the update they collect for
+    random: jax.Array  # bool []: the buffer holds less than the warm-up, act uniformly at random
 
 
 class UpdateMetrics(NamedTuple):
@@ -383,6 +391,20 @@ def make_agent(
     capacity = -(-algo.buffer_size // num_envs) * num_envs  # whole steps: an env's steps lie N slots apart
     steps_per_update = num_envs * algo.num_steps
     total_steps = warmup * num_envs + num_updates * steps_per_update
+    host = not env.steps_in_program  # a host env: the actors take the warm-up within the budget
+    if host and algo.n_step > 1:
+        raise ConfigError(
+            "algo.n_step",
+            algo.n_step,
+            "must be 1 on host envs (the actors may drop an env's steps past the lag bound, "
+            "which an n-step window would bridge)",
+            "pass algo.n_step=1",
+        )
+
+    def host_epsilon(hp: HParams, update_idx: jax.Array) -> jax.Array:
+        """ε of update ``update_idx`` on a host env, whose budget holds the warm-up."""
+        step = update_idx.astype(jnp.float32) * steps_per_update
+        return linear_epsilon(step, hp.eps_start, hp.eps_end, hp.exploration_fraction, num_updates * steps_per_update)
 
     def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition:
         return Transition(obs, action, out.reward, out.terminated, out.done, out.final_obs)
@@ -438,7 +460,7 @@ def make_agent(
             epsilon=jnp.asarray(hp.eps_start, jnp.float32),
             steps=jnp.zeros((), jnp.int32),
         )
-        if warmup:
+        if warmup and env.steps_in_program:  # host envs: the actors' first steps are the warm-up
             state = store(*env_steps(state, warmup, None))
         return state
 
@@ -454,6 +476,8 @@ def make_agent(
     ) -> tuple[DQNState, UpdateMetrics]:
         """``batch`` into the buffer, then the update's gradient steps on sampled batches."""
         state = store(state, batch)
+        if host:  # no in-program collect set it: the actors acted at this update's rate
+            state = state.replace(epsilon=host_epsilon(hp, update_idx))
         epsilon = state.epsilon
         if head.kind == "implicit":  # one key per gradient step for its levels
             key, key_index, key_levels = jax.random.split(state.key, 3)
@@ -521,13 +545,68 @@ def make_agent(
         random_action = jax.random.randint(key_action, batch, 0, n_actions)
         return epsilon_greedy(q_values(state.params, obs, noise), state.epsilon, coin, random_action)
 
+    def acting(state: DQNState, hp: HParams, update_idx: jax.Array) -> DQNActing:
+        """The actors' part of ``state`` for update ``update_idx``: the network, its
+        exploration rate and whether the buffer still lacks the warm-up."""
+        stored = state.buffer.ring.size if ranked else state.buffer.size
+        return DQNActing(state.params, host_epsilon(hp, update_idx), stored < warmup * num_envs)
+
+    def behave(view: DQNActing, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
+        """An actor's step outside the program (:mod:`jaxrl.actors`): uniform actions
+        during the warm-up, ε-greedy after it (noisy layers: each env under its own noise)."""
+        key_coin, key_action, key_noise = jax.random.split(key, 3)
+        n = obs.shape[0]
+        coin = jax.random.uniform(key_coin, (n,))
+        random_action = jax.random.randint(key_action, (n,), 0, n_actions)
+        if noisy:
+            q = jax.vmap(lambda o, k: q_values(view.params, o[None], k)[0])(obs, jax.random.split(key_noise, n))
+        else:
+            q = q_values(view.params, obs)
+        action = jnp.where(view.random, random_action, epsilon_greedy(q, view.epsilon, coin, random_action))
+        return action, Behaviour(action, jnp.zeros((n,), jnp.float32))
+
+    def complete(state: DQNState, steps: Any) -> replay.Steps:
+        """The actors' steps ``[T, N, ...]`` as ``learn``'s batch (:func:`jaxrl.algos.replay.from_actors`)."""
+        fields = ("obs", "action", "reward", "terminated", "done", "final_obs")
+        return replay.from_actors(steps, lambda f: Transition(*(f[name] for name in fields)))
+
+    def warm(
+        state: DQNState, batch: replay.Steps, hp: HParams, update_idx: jax.Array
+    ) -> tuple[DQNState, UpdateMetrics]:
+        """An update of the warm-up on host envs: ``batch`` into the buffer, no gradient
+        step (losses 0, ε 1: the actors act uniformly)."""
+        state = store(state, batch)
+        zero, one = jnp.zeros((), jnp.float32), jnp.ones((), jnp.float32)
+        loop = LoopMetrics.of(batch.done, batch.episode_return, batch.episode_length, jnp.ones((), bool))
+        metrics = UpdateMetrics(loop, zero, zero, zero, one, zero, hp.lr)
+        if head.kind == "categorical":
+            metrics = C51Metrics(*metrics, clipped=zero)
+        if rainbow:
+            beta = hp.priority_weight if ranked else 1.0
+            metrics = RainbowMetrics(*metrics, beta=jnp.asarray(beta, jnp.float32), sigma=noise_scale(state.params))
+        return state, metrics
+
     phases = (
         (
             "collect: env step + Q forward + ε-greedy + buffer write",
             lambda state, hp: store(*env_steps(state, algo.num_steps, hp.eps_end)),
         ),
     )
-    return Agent(init, collect, learn, act, sample, q_network, steps_per_update, warmup * num_envs, phases=phases)
+    return Agent(
+        init,
+        collect,
+        learn,
+        act,
+        sample,
+        q_network,
+        steps_per_update,
+        warmup * num_envs,
+        phases=phases,
+        behave=behave,
+        complete=complete,
+        acting=acting,
+        warm=warm,
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -72,19 +72,20 @@ class Acting(NamedTuple):
     sigma: jax.Array  # float32 []: TD3's exploration noise σ (SAC samples its own policy: 0)
 
 
-def from_actors(steps: Any) -> Steps:
+def from_actors(steps: Any, item: Callable[[dict[str, jax.Array]], Any] | None = None) -> Steps:
     """The actors' steps ``[T, N, ...]`` (:mod:`jaxrl.actors`, a mapping by field
-    name) as a continuous-control learner's batch: the :class:`Transition` s in
-    step order, each bootstrapping from its pre-reset ``final_obs`` unless it
-    terminated, as :func:`collect` stores them."""
+    name) as a replay learner's batch: one buffer item per step in step order, as
+    :func:`collect` stores them, each bootstrapping from its pre-reset
+    ``final_obs`` unless it terminated. ``item(fields)`` builds the items from the
+    flattened fields ``[T·N, ...]`` (with ``done``: terminated or truncated); the
+    default is the continuous-control :class:`Transition`."""
     count = steps["reward"].shape[0] * steps["reward"].shape[1]
-
-    def flat(x: jax.Array) -> jax.Array:
-        return jnp.reshape(x, (count,) + x.shape[2:])
-
-    fields = ("obs", "action", "reward", "terminated", "final_obs")
-    items = Transition(*(flat(steps[name]) for name in fields))
     done = jnp.logical_or(steps["terminated"], steps["truncated"])
+    fields = {name: jnp.reshape(x, (count,) + x.shape[2:]) for name, x in {**steps, "done": done}.items()}
+    if item is None:
+        items = Transition(fields["obs"], fields["action"], fields["reward"], fields["terminated"], fields["final_obs"])
+    else:
+        items = item(fields)
     return Steps(items, done, steps["episode_return"], steps["episode_length"], steps["obs"])
 
 

@@ -478,7 +478,7 @@ def make_agent(
         action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).sample_and_log_prob(key)
         return to_env(action)
 
-    def acting(state: SACState) -> replay.Acting:
+    def acting(state: SACState, hp: HParams, update_idx: jax.Array) -> replay.Acting:
         """The actors' part of ``state``: the policy, the normalizer and whether the
         buffer still lacks the warm-up (``algo.learning_starts``)."""
         zero = jnp.zeros((), jnp.float32)

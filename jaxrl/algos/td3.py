@@ -481,7 +481,7 @@ def make_agent(
         noise = jax.random.normal(key, mean.shape)
         return to_env(jnp.clip(mean + state.exploration_noise * noise, -1.0, 1.0))
 
-    def acting(state: TD3State) -> replay.Acting:
+    def acting(state: TD3State, hp: HParams, update_idx: jax.Array) -> replay.Acting:
         """The actors' part of ``state``: the actor, the normalizer, whether the buffer
         still lacks the warm-up (``algo.learning_starts``) and the noise σ."""
         warming = state.buffer.size < warmup * num_envs

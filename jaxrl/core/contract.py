@@ -148,12 +148,13 @@ class Agent(NamedTuple):
     # ``[T, N, ...]``) into ``learn``'s batch with the learner's state. None: not supported.
     behave: Callable[..., Any] | None = None
     complete: Callable[..., Any] | None = None
-    # Replay learners on host envs: ``acting(state)`` is the part of the state ``behave``
-    # reads, handed to the actors instead of the whole state (the buffer stays with the
-    # learner); ``warm(state, batch, hp, update_idx) -> (state, metrics)`` is an update of
-    # the random-action warm-up (the batch into the buffer, no gradient step), run while
-    # fewer than ``warmup_steps`` steps are stored. None: behave reads the state; no warm-up.
-    acting: Callable[[State], Any] | None = None
+    # Replay learners on host envs: ``acting(state, hp, update_idx)`` is what ``behave``
+    # reads when acting for update ``update_idx`` (e.g. its exploration rate), handed to the
+    # actors instead of the whole state (the buffer stays with the learner); ``warm(state,
+    # batch, hp, update_idx) -> (state, metrics)`` is an update of the random-action warm-up
+    # (the batch into the buffer, no gradient step), run while fewer than ``warmup_steps``
+    # steps are stored. None: behave reads the state; no warm-up.
+    acting: Callable[[State, HParams, Any], Any] | None = None
     warm: Learn | None = None
 
     def update(self, state: State, hp: HParams, update_idx: Any) -> tuple[State, Metrics]:

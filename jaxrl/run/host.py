@@ -151,7 +151,7 @@ def prepare_host(config: Config) -> HostRun:
         raise ConfigError(
             "algo",
             algorithm.name,
-            "does not train on host envs yet (PPO, IMPALA, PQN, SAC and TD3 do)",
+            "does not train on host envs yet",
             "pass algo=ppo",
         )
     seeds = seed_ids(config)
@@ -168,7 +168,7 @@ class _Programs(NamedTuple):
     learn: Any  # (states, steps {field: [M, T, N, ...]}, hparams, update) -> (states, metrics)
     policy: Any  # (states, obs [M, n, *obs], key, step) -> (env action, Behaviour)
     act: Any  # (states, obs [M, n, *obs]) -> deterministic env action
-    view: Any  # states -> what the actors' policy reads (None: the states)
+    view: Any  # (states, hparams, update) -> what the actors' policy reads for that update (None: the states)
 
 
 def warm_updates(run: HostRun) -> int:
@@ -209,7 +209,7 @@ def _programs(run: HostRun) -> _Programs:
         jax.jit(jax.vmap(learn_one, in_axes=(0, 0, 0, None))),
         jax.jit(policy),
         jax.jit(act),
-        None if agent.acting is None else jax.jit(jax.vmap(agent.acting)),
+        None if agent.acting is None else jax.jit(jax.vmap(agent.acting, in_axes=(0, 0, None))),
     )
 
 
@@ -221,7 +221,7 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
     members, steps, n = len(run.seeds), run.config.algo.num_steps, run.config.num_envs
     obs = np.zeros((members, n, *run.spec.obs_shape), np.float32)
     key = jax.random.key(0)
-    view = states if programs.view is None else programs.view(states)
+    view = states if programs.view is None else programs.view(states, run.hparams, np.int32(0))
     action, record = jax.eval_shape(programs.policy, view, obs[:, : run.per_member], key, np.int32(0))
 
     def like(x: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -451,7 +451,7 @@ def _pipeline(run: HostRun, programs: _Programs, start: int, stop_after: int | N
     return Sebulba(
         make_env=lambda i: make_vec(run.spec, members * run.per_member, mode=config.actor.envs),
         policy=programs.policy,
-        view=programs.view,
+        view=None if programs.view is None else lambda states, version: programs.view(states, run.hparams, version),
         members=members,
         per_member=run.per_member,
         threads=config.actor.threads,
