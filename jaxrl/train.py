@@ -44,6 +44,8 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
   algo=ppo                ppo | a2c | reinforce | impala (policy gradient), sac | td3 (continuous,
                           replay), pqn | dqn (discrete, Q-learning); jaxrl.algos.register adds yours
   seeds=16 | seeds=[0,5]  number of seeds (ids seed..seed+N-1) or explicit ids
+  preset=fast             a named preset over the env's own (td3's fast off-policy recipe; ENV@NAME in
+                          jaxrl/algos/presets/<algo>.yaml adds one)
   num_envs=4 total_timesteps=5e5 num_evals=20 eval.episodes=16 eval.perturb="length=0.5,1"
   env.randomize="length=uniform(0.25,1)" (parameters drawn per episode) env.params="gravity=12"
   eval.sets="nominal; test: length=1.5,2" (named sets tracked at every evaluation point)

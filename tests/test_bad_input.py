@@ -119,6 +119,17 @@ CASES = [
     ("train", ["env=pendulum", "algo=td3", "algo.policy_delay=0"], "algo.policy_delay=0: must be a positive integer"),
     ("train", ["env=pendulum", "algo=td3", "algo.noise_correlation=1"], "must lie in [0, 1) (0: white noise)"),
     ("train", ["env=pendulum", "algo=td3", "algo.exploration_noise=-1"], "must be ≥ 0"),
+    # the fast off-policy recipe's settings (docs/distributional.md)
+    ("train", ["env=pendulum", "algo=td3", "preset=fastest"], "preset=fastest: is not a named preset of"),
+    ("train", ["env=pendulum", "algo=td3", "algo.noise_scales=episode"], "algo.noise_scales=episode: must be fixed"),
+    (
+        "train",
+        ["env=pendulum", "algo=td3", "algo.noise_scales=per_env", "algo.noise_min=0.5"],
+        "algo.noise_min=0.5: must be at most algo.exploration_noise=0.1",
+    ),
+    ("train", ["env=pendulum", "algo=sac", "algo.norm=batch_norm"], "algo.norm=batch_norm: must be none or layer_norm"),
+    ("train", ["env=pendulum", "algo=sac", "algo.critic_hidden_sizes=[0]"], "algo.critic_hidden_sizes=[0]: must be"),
+    ("train", ["env=pendulum", "algo=td3", "algo.weight_decay=-0.1"], "algo.weight_decay=-0.1: must be ≥ 0"),
     # domain randomization (issue: generalization)
     ("train", ["env.randomize=lenght=uniform(0.2,1)"], "'lenght' is not a parameter of CartPole-v1"),
     ("train", ["env.randomize=length=uniform(1,1)"], "uniform of length needs two numbers lo < hi"),

@@ -274,6 +274,13 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "1",
         "eval.episodes": "2",
     },
+    # the fast off-policy recipe (docs/distributional.md): TD3's CPU-scale preset, 2 seeds at 16k steps
+    "python -m jaxrl.train env=pendulum algo=td3 preset=fast seeds=4": {
+        "seeds": "2",
+        "total_timesteps": "16000",
+        "num_evals": "1",
+        "eval.episodes": "4",
+    },
     "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": {
         "seeds": "2",
         "total_timesteps": "10000",

@@ -18,7 +18,7 @@ from jaxrl.algos.onpolicy import validate_torso
 from jaxrl.core.checks import require_one_of
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Discrete, Env
-from jaxrl.nets.networks import ImplicitQuantileNetwork, QNetwork, make_torso
+from jaxrl.nets.networks import NORMS, ImplicitQuantileNetwork, QNetwork, TwinCritic, make_torso
 from jaxrl.rl import distributional
 from jaxrl.rl.qlearning import td_item_loss, td_loss
 
@@ -216,6 +216,16 @@ def critic_head(algo: Any) -> ValueHead:
     return ValueHead()
 
 
+def twin_critic(algo: Any, torso: Any, perf: bool) -> tuple[TwinCritic, ValueHead]:
+    """The twin critics of a continuous-action learner (SAC, TD3) and their head:
+    ``algo.critic_hidden_sizes`` (empty: the actor's ``algo.hidden_sizes``), with
+    ``algo.norm``'s LayerNorm in the default MLPs; ``torso`` (a flax module on
+    ``[obs, action]``) replaces those MLPs."""
+    head = critic_head(algo)
+    sizes = tuple(algo.critic_hidden_sizes) or tuple(algo.hidden_sizes)
+    return TwinCritic(sizes, algo.activation, torso, perf, atoms=head.atoms, norm=algo.norm), head
+
+
 def smaller_twin(head: ValueHead, logits: jax.Array) -> jax.Array:
     """Clipped double Q in distribution form: of two critics' outputs ``[2, ..., atoms]``,
     per item the one whose mean is the smaller ``[..., atoms]`` (the first on ties)."""
@@ -224,8 +234,18 @@ def smaller_twin(head: ValueHead, logits: jax.Array) -> jax.Array:
 
 
 def validate_critic(algo: Any) -> None:
-    """``algo.critic`` is scalar or categorical, and a categorical support is an interval."""
+    """``algo.critic`` is scalar or categorical, a categorical support is an interval,
+    ``algo.norm`` is a known norm and ``algo.critic_hidden_sizes`` positive widths."""
     require_one_of("algo.critic", algo.critic, ("scalar", "categorical"), "categorical")
+    require_one_of("algo.norm", algo.norm, NORMS, NORMS[0])
+    sizes = algo.critic_hidden_sizes
+    if any(isinstance(h, bool) or not isinstance(h, int) or h <= 0 for h in sizes):
+        raise ConfigError(
+            "algo.critic_hidden_sizes",
+            list(sizes),
+            "must be a list of positive integers (empty: the critics take algo.hidden_sizes)",
+            "pass e.g. algo.critic_hidden_sizes=[512,256]",
+        )
     if algo.critic == "categorical" and not algo.v_min < algo.v_max:
         raise ConfigError(
             "algo.v_max",

@@ -31,9 +31,9 @@ from flax import struct
 
 from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
-from jaxrl.algos.qvalue import ValueHead, critic_head, smaller_twin, validate_critic
+from jaxrl.algos.qvalue import ValueHead, smaller_twin, twin_critic, validate_critic
 from jaxrl.algos.replay import Transition, scale_action
-from jaxrl.core.checks import OPEN_UNIT, POSITIVE, UNIT, Range, check_mlp
+from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, UNIT, Range, check_mlp
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, Behaviour, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
@@ -82,6 +82,9 @@ class SACConfig:
     atoms: int = setting(101, check=Range(2, integer=True))
     v_min: float = -250.0
     v_max: float = 250.0
+    critic_hidden_sizes: tuple[int, ...] = ()  # the critics' MLP widths (empty: algo.hidden_sizes)
+    norm: str = "none"  # layer_norm | none: a LayerNorm before each activation of the critics' MLPs
+    weight_decay: float = setting(0.0, check=NON_NEGATIVE)  # > 0: AdamW (decoupled decay) for actor and critics
     # --- traced -------------------------------------------------------------
     lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-1, True))  # actor and critic
     alpha_lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-2, True))  # temperature
@@ -348,9 +351,8 @@ def make_agent(
         actor_torso = make_torso(algo.network, algo, env.obs_shape)
         critic_torso = make_torso(algo.network, algo, (flat_obs + dim,))
     actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, algo.log_std_min, algo.log_std_max, actor_torso, perf)
-    head = critic_head(algo)
-    critic = TwinCritic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf, atoms=head.atoms)
-    optimizer = optim.make(optimizer)
+    critic, head = twin_critic(algo, critic_torso, perf)
+    optimizer = optim.make(optimizer, weight_decay=algo.weight_decay)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = replay.gradient_steps(algo, num_envs)
     warmup = replay.warmup_per_env(algo.learning_starts, num_envs)  # env steps per env

@@ -29,9 +29,9 @@ from flax import struct
 
 from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
-from jaxrl.algos.qvalue import ValueHead, critic_head, smaller_twin, validate_critic
+from jaxrl.algos.qvalue import ValueHead, critic_head, smaller_twin, twin_critic, validate_critic
 from jaxrl.algos.replay import Transition, scale_action
-from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp
+from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp, require_one_of
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, Behaviour, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
@@ -79,6 +79,13 @@ class TD3Config:
     atoms: int = setting(101, check=Range(2, integer=True))
     v_min: float = -250.0
     v_max: float = 250.0
+    critic_hidden_sizes: tuple[int, ...] = ()  # the critics' MLP widths (empty: algo.hidden_sizes)
+    norm: str = "none"  # layer_norm | none: a LayerNorm before each activation of the critics' MLPs
+    weight_decay: float = setting(0.0, check=NON_NEGATIVE)  # > 0: AdamW (decoupled decay) for actor and critics
+    # fixed: every env explores with σ = exploration_noise | per_env: each env draws its own σ
+    # uniformly from [noise_min, exploration_noise] at each of its episode starts (FastTD3's)
+    noise_scales: str = "fixed"
+    noise_min: float = setting(0.001, check=NON_NEGATIVE)  # per_env: the smallest σ an env draws
     # --- traced ---------------------------------------------------------------
     lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-1, True))  # actor and critics
     gamma: float = traced(0.99, check=UNIT, pbt=(0.9, 0.9999, False))
@@ -128,7 +135,7 @@ class TD3State:
     obs: jax.Array  # [N, *obs]
     key: jax.Array
     critic_steps: jax.Array  # int32 []
-    exploration_noise: jax.Array  # float32 [] σ of the last collection (``sample`` uses it)
+    exploration_noise: jax.Array  # float32 [] σ of the last collection (``sample`` uses it); per_env: [N]
     noise: jax.Array  # [N, d] each env's last behaviour-noise value n_t (AR(1), unit variance)
 
 
@@ -309,12 +316,12 @@ def make_agent(
         actor_torso = make_torso(algo.network, algo, env.obs_shape)
         critic_torso = make_torso(algo.network, algo, (int(np.prod(env.obs_shape)) + dim,))
     actor = Actor(dim, tuple(algo.hidden_sizes), algo.activation, actor_torso, perf)
-    head = critic_head(algo)
-    critic = TwinCritic(tuple(algo.hidden_sizes), algo.activation, critic_torso, perf, atoms=head.atoms)
-    optimizer = optim.make(optimizer)
+    critic, head = twin_critic(algo, critic_torso, perf)
+    optimizer = optim.make(optimizer, weight_decay=algo.weight_decay)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = replay.gradient_steps(algo, num_envs)
     delay = algo.policy_delay
+    per_env = algo.noise_scales == "per_env"
     grouped = grad_steps % delay == 0 if grouped is None else grouped
     if grouped and grad_steps % delay:
         raise ValueError(f"grouped TD3 steps need critic steps per update ({grad_steps}) divisible by {delay}")
@@ -345,13 +352,20 @@ def make_agent(
         def policy(obs: jax.Array, draw: jax.Array) -> tuple[jax.Array, jax.Array]:
             if sigma is None:
                 return draw, to_env(draw)
-            action = jnp.clip(actor.apply(state.actor_params, prep(state, obs)) + sigma * draw, -1.0, 1.0)
+            scale = sigma[:, None] if per_env else sigma  # per_env: each env's own σ [N]
+            action = jnp.clip(actor.apply(state.actor_params, prep(state, obs)) + scale * draw, -1.0, 1.0)
             return action, to_env(action)
 
         env_state, obs, collected = replay.collect(
             env, env_params, state.env_state, state.obs, key_env, draws, policy, item, perf
         )
         return state.replace(env_state=env_state, obs=obs, key=key), collected
+
+    def draw_scales(key: jax.Array, sigma_max: jax.Array) -> jax.Array:
+        """Each env's σ, uniform in ``[algo.noise_min, σ_max]`` ``[N]``."""
+        return jax.random.uniform(
+            key, (num_envs,), minval=algo.noise_min, maxval=jnp.maximum(sigma_max, algo.noise_min)
+        )
 
     def store(state: TD3State, steps: replay.Steps) -> TD3State:
         """The transitions into the buffer, their observations into the normalizer."""
@@ -388,6 +402,9 @@ def make_agent(
             exploration_noise=jnp.asarray(hp.exploration_noise, jnp.float32),
             noise=jnp.zeros((num_envs, dim), jnp.float32),
         )
+        if per_env:
+            key, key_scales = jax.random.split(key)
+            state = state.replace(key=key, exploration_noise=draw_scales(key_scales, hp.exploration_noise))
         if warmup and env.steps_in_program:  # host envs: the actors' first steps are the warm-up
             state = store(*env_steps(state, warmup, None))
         return state
@@ -399,7 +416,15 @@ def make_agent(
         return batch
 
     def collect(state: TD3State, hp: HParams, update_idx: jax.Array) -> tuple[TD3State, replay.Steps]:
-        """``num_steps`` steps of every env with the exploration noise of ``hp``."""
+        """``num_steps`` steps of every env with the exploration noise of ``hp``
+        (per_env: each env's own σ; an env whose episode ended in these steps
+        draws a new one for its next)."""
+        if per_env:
+            state, steps = env_steps(state, algo.num_steps, state.exploration_noise, hp.noise_correlation)
+            key, key_scales = jax.random.split(state.key)
+            ended = jnp.any(steps.done, axis=0)
+            scales = jnp.where(ended, draw_scales(key_scales, hp.exploration_noise), state.exploration_noise)
+            return state.replace(key=key, exploration_noise=scales), steps
         return env_steps(
             state.replace(exploration_noise=hp.exploration_noise),
             algo.num_steps,
@@ -476,10 +501,10 @@ def make_agent(
         return to_env(actor.apply(state.actor_params, prep(state, obs)))
 
     def sample(state: TD3State, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """``μ(s)`` plus the exploration noise of the last collection."""
+        """``μ(s)`` plus the exploration noise of the last collection (per_env: the envs' mean σ)."""
         mean = actor.apply(state.actor_params, prep(state, obs))
         noise = jax.random.normal(key, mean.shape)
-        return to_env(jnp.clip(mean + state.exploration_noise * noise, -1.0, 1.0))
+        return to_env(jnp.clip(mean + jnp.mean(state.exploration_noise) * noise, -1.0, 1.0))
 
     def acting(state: TD3State, hp: HParams, update_idx: jax.Array) -> replay.Acting:
         """The actors' part of ``state``: the actor, the normalizer, whether the buffer
@@ -514,7 +539,7 @@ def make_agent(
     phases = (
         (
             "collect: env step + actor + exploration noise + buffer write",
-            lambda state, hp: store(*env_steps(state, algo.num_steps, hp.exploration_noise, hp.noise_correlation)),
+            lambda state, hp: store(*collect(state, hp, jnp.zeros((), jnp.int32))),
         ),
     )
     if not env.steps_in_program and algo.noise_correlation != 0:  # the actors keep no per-env noise state
@@ -523,6 +548,13 @@ def make_agent(
             algo.noise_correlation,
             "needs each env's noise state between steps, which host envs' actors do not keep yet",
             "pass algo.noise_correlation=0 (white noise)",
+        )
+    if not env.steps_in_program and per_env:
+        raise ConfigError(
+            "algo.noise_scales",
+            algo.noise_scales,
+            "needs each env's σ between steps, which host envs' actors do not keep yet",
+            "pass algo.noise_scales=fixed",
         )
     return Agent(
         init,
@@ -553,6 +585,14 @@ def validate(config: Config) -> None:
     check_network(algo)
     check_mlp(algo, "[256,256]")
     validate_critic(algo)
+    require_one_of("algo.noise_scales", algo.noise_scales, ("fixed", "per_env"), "fixed")
+    if algo.noise_scales == "per_env" and algo.noise_min > algo.exploration_noise:
+        raise ConfigError(
+            "algo.noise_min",
+            algo.noise_min,
+            f"must be at most algo.exploration_noise={algo.exploration_noise} (each env's σ is drawn between them)",
+            f"pass algo.noise_min={algo.exploration_noise} or a larger algo.exploration_noise",
+        )
 
 
 ALGORITHM = Algorithm(
@@ -564,7 +604,7 @@ ALGORITHM = Algorithm(
     description="TD3: twin critics, delayed actor and target updates, target-policy smoothing, on-device replay",
     actions=("continuous",),
     warmup=replay.warmup,
-    env_fields=("env_state", "obs", "noise"),
+    env_fields=("env_state", "obs", "noise", "exploration_noise"),  # σ per env with algo.noise_scales=per_env
     own_fields=("env_state", "obs", "key", "noise"),
     presets=load_presets("td3"),
     validate=validate,

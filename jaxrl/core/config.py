@@ -156,6 +156,9 @@ class Config:
     seed: int = setting(
         0, sweep="set seed= once; every configuration runs the same seeds"
     )  # first seed id when `seeds` is a count
+    preset: str = setting(  # default: the env's preset | NAME: a named preset over it (e.g. fast)
+        "default", sweep="run one sweep per preset"
+    )
     num_envs: int = setting(4, check=POSITIVE_INT)  # parallel envs per seed
     total_timesteps: int = setting(500_000, check=POSITIVE_INT)  # env steps per seed (rounded up to whole chunks)
     num_evals: int = setting(  # evaluation / logging / checkpoint points

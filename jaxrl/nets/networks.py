@@ -352,13 +352,15 @@ class TwinCritic(nn.Module):
     ``(obs [..., obs], action [..., d]) → [2, ...]``, each a torso (default: an
     MLP of ``hidden_sizes``) on ``[obs, action]`` under a linear head; with
     ``atoms`` > 0, each head gives the logits of a categorical return
-    distribution, ``[2, ..., atoms]``."""
+    distribution, ``[2, ..., atoms]``. ``norm``: the default MLPs' LayerNorm
+    before each activation (``"layer_norm"``) or none."""
 
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     torso: nn.Module | None = None  # [..., obs + action] → [..., features]
     perf: bool = False
     atoms: int = 0
+    norm: str = "none"
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
@@ -366,7 +368,7 @@ class TwinCritic(nn.Module):
 
         def torso(i: int) -> nn.Module:
             if self.torso is None:
-                return MLP(self.hidden_sizes, self.activation, perf=self.perf)
+                return MLP(self.hidden_sizes, self.activation, perf=self.perf, norm=self.norm)
             return with_perf(self.torso, self.perf).clone(parent=self, name=f"q{i}_torso")
 
         if self.atoms:

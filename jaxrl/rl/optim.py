@@ -22,6 +22,11 @@ Research code passes its own to ``jaxrl.make_train(config, optimizer=…)``:
 
 Either way the gradients are clipped to ``algo.max_grad_norm`` first (pass a
 large bound to switch that off) and the pre-clip norm is logged as ``grad_norm``.
+
+``weight_decay`` > 0 makes the default chain AdamW (Loshchilov & Hutter 2019):
+``optax.add_decayed_weights(weight_decay)`` between Adam's scaling and ``−lr``,
+so every parameter shrinks by ``lr · weight_decay`` per step, decoupled from
+the gradient's moments (what ``optax.adamw`` and PyTorch's ``AdamW`` do).
 """
 
 from __future__ import annotations
@@ -69,10 +74,16 @@ def clip_by_global_norm(max_norm: jax.Array | float) -> optax.GradientTransforma
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def default(lr: jax.Array | float, max_norm: jax.Array | float, eps: float = 1e-8) -> optax.GradientTransformation:
-    """jaxrl's optimizer: global-norm clip, Adam, ``−lr``, over one raveled vector."""
+def default(
+    lr: jax.Array | float, max_norm: jax.Array | float, eps: float = 1e-8, weight_decay: float = 0.0
+) -> optax.GradientTransformation:
+    """jaxrl's optimizer: global-norm clip, Adam (AdamW with ``weight_decay`` > 0),
+    ``−lr``, over one raveled vector."""
+    decay = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
     return optax.flatten(
-        optax.chain(clip_by_global_norm(max_norm), optax.scale_by_adam(eps=eps), optax.scale_by_learning_rate(lr))
+        optax.chain(
+            clip_by_global_norm(max_norm), optax.scale_by_adam(eps=eps), *decay, optax.scale_by_learning_rate(lr)
+        )
     )
 
 
@@ -87,10 +98,16 @@ class Optimizer(NamedTuple):
         return self.build(jnp.float32(0.0), jnp.float32(1.0)).init(params)
 
 
-def make(spec: Spec = None, eps: float = 1e-8) -> Optimizer:
-    """The :class:`Optimizer` ``spec`` stands for (see the module docstring)."""
+def make(spec: Spec = None, eps: float = 1e-8, weight_decay: float = 0.0) -> Optimizer:
+    """The :class:`Optimizer` ``spec`` stands for (see the module docstring);
+    ``weight_decay`` (a static value) applies to the default chain only."""
     if spec is None:
-        return Optimizer(lambda lr, max_norm: default(lr, max_norm, eps))
+        return Optimizer(lambda lr, max_norm: default(lr, max_norm, eps, weight_decay))
+    if weight_decay:
+        raise ValueError(
+            f"weight_decay={weight_decay} applies to jaxrl's default optimizer; "
+            "put the decay into the optimizer you pass (e.g. optax.adamw)"
+        )
     if isinstance(spec, optax.GradientTransformation):
         return Optimizer(lambda lr, max_norm: optax.chain(clip_by_global_norm(max_norm), spec))
     if callable(spec):

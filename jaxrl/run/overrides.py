@@ -290,8 +290,7 @@ def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
         canonical = canonical_name(env)
         if canonical is None and is_host(env):  # classic control ids are gymnax's envs: their presets
             canonical = preset_name(env) or canonical_name(f"gymnax:{env.partition(':')[2]}")
-        if canonical is not None:
-            preset = dict(get(algo).presets.get(canonical, {}))
+        preset = _preset(algo, canonical, str(values.get("preset", "default")))
     preset_overrides = [f"{k}={_to_override_value(v)}" for k, v in preset.items()]
     try:
         composed = _hydra_compose(preset_overrides + overrides)
@@ -299,6 +298,23 @@ def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
     except Exception as error:  # hydra/omegaconf raise many types
         raise _explain_hydra_error(error, original) from None
     return _freeze(config)
+
+
+def _preset(algo: str, env: str | None, name: str) -> dict[str, Any]:
+    """The overrides of ``env``'s preset for ``algo``, then (``name`` other than
+    ``default``) those of the named preset ``ENV@NAME`` over them."""
+    presets = get(algo).presets
+    merged = dict(presets.get(env, {})) if env is not None else {}
+    if name == "default":
+        return merged
+    named = presets.get(f"{env}@{name}") if env is not None else None
+    if named is None:
+        names = sorted(k.partition("@")[2] for k in presets if env is not None and k.startswith(f"{env}@"))
+        where = f"env={env or 'this env'} algo={algo}"
+        fix = f"pass one of preset={', preset='.join(names)}" if names else "drop preset= (the env's own preset)"
+        raise ConfigError("preset", name, f"is not a named preset of {where}", fix + " or preset=default")
+    merged.update(named)
+    return merged
 
 
 def _to_override_value(value: Any) -> str:
