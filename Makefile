@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 CORE   := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
 
-.PHONY: install install-dev test test-fast lint train docs bench clean
+.PHONY: install install-dev test test-fast test-learning lint train docs bench clean
 
 $(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ FAST := tests/test_advantages.py tests/test_distributions.py tests/test_normaliz
 	tests/test_prioritized.py tests/test_rainbow.py
 test-fast: $(DEV)
 	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -n 2 --dist loadscope $(FAST)
+
+# The learning tier: the documented commands that make test runs at smoke budgets
+# (tests/test_readme.py's CI_BUDGETS), at the budgets where their learning floors hold.
+LEARNING := tests/test_readme.py tests/test_value_readme.py tests/test_host_envs.py
+test-learning: $(DEV)
+	JAXRL_TESTS=learning JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -n 2 --dist loadscope $(LEARNING)
 
 lint: $(DEV)
 	$(BIN)/ruff check jaxrl tests experiments

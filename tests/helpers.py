@@ -38,6 +38,13 @@ CARTPOLE_TINY = (
 
 TIMING = {"chunk_time_s", "env_steps_per_s"}
 
+# The learning tier (``make test-learning``: JAXRL_TESTS=learning): the documented
+# commands of :data:`tests.test_readme.LEARNING_BUDGETS` run at budgets where their
+# learning floors hold. ``make test`` runs those commands at smoke budgets instead
+# (every command still runs as a user types it, in the CLI's default settings) and
+# checks their floors only for the commands kept at learning budgets there.
+LEARNING_TIER = os.environ.get("JAXRL_TESTS", "") == "learning"
+
 
 def records(run_dir) -> list[dict]:
     """A run's metrics.jsonl without its timing fields."""

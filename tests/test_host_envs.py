@@ -26,7 +26,7 @@ from jaxrl.actors.sebulba import MARGIN, STEP_FIELDS, _Raw, take_columns, verdic
 from jaxrl.envs import host
 from tests import toy_host_envs  # noqa: F401  (registers the toy envs here too)
 from tests.helpers import EXPORTED, REPO, run, run_dir_of, user_env
-from tests.test_readme import COMMANDS
+from tests.test_readme import COMMANDS, floors_apply
 
 TOY = "env.module=tests.toy_host_envs"
 TINY = ["seeds=2", "num_envs=2", "algo.num_steps=16", "total_timesteps=256", "num_evals=2", "eval.episodes=2"]
@@ -331,13 +331,15 @@ def test_the_docs_sac_command_warms_up_then_learns(home):
 
 
 def test_the_docs_dqn_command_learns(home):
-    """DQN through the pipeline at a CI budget (half the preset's 100k steps):
-    random play ≈ 22; measured IQM 269 (500 at the preset's budget,
+    """DQN through the pipeline; in the learning tier at half the preset's 100k
+    steps: random play ≈ 22; measured IQM 269 (500 at the preset's budget,
     docs/host-envs.md). ε falls from 1 on the run's schedule as the actors act."""
     proc = run(DOCS_DQN, home, COMMANDS[DOCS_DQN])
     run_dir = run_dir_of(proc)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["algo"] == "dqn" and summary["iqm"] >= 100, summary["final_eval_return"]
+    assert summary["algo"] == "dqn" and (summary["iqm"] >= 100 or not floors_apply(DOCS_DQN)), summary[
+        "final_eval_return"
+    ]
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     epsilons = [r["epsilon"][0] for r in records if r["type"] == "update"]
     assert epsilons[0] == 1.0 and epsilons[-1] < 0.1 and epsilons == sorted(epsilons, reverse=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import EXPORTED, check_train_run, run, user_env
-from tests.test_readme import COMMANDS
+from tests.test_readme import COMMANDS, floors_apply
 
 PQN_CARTPOLE = "python -m jaxrl.train env=cartpole algo=pqn seeds=16"
 TD3_PENDULUM = "python -m jaxrl.train env=pendulum algo=td3 seeds=4"
@@ -64,7 +64,7 @@ def _train(command: str, home) -> tuple:
     run_dir, summary = check_train_run(run(command, home, COMMANDS[command]), _members(command))
     final = np.asarray(summary["final_eval_return"], float)
     assert np.all(np.isfinite(final)), final
-    if command in LEARNS:
+    if command in LEARNS and floors_apply(command):
         stat, floor = LEARNS[command]
         value = float(final.min()) if stat == "min" else summary[stat]
         assert value >= floor, (stat, value, summary["final_eval_return"])
