@@ -38,7 +38,7 @@ FAST := tests/test_advantages.py tests/test_distributions.py tests/test_normaliz
 	tests/test_after_training.py tests/test_lineage.py tests/test_env_backend.py \
 	tests/test_algorithm_seam.py tests/test_cli.py tests/test_vtrace.py \
 	tests/test_distributional.py tests/test_distributional_learners.py \
-	tests/test_prioritized.py tests/test_rainbow.py
+	tests/test_prioritized.py tests/test_rainbow.py tests/test_fast_offpolicy.py
 test-fast: $(DEV)
 	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -n 2 --dist loadscope $(FAST)
 
