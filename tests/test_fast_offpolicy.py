@@ -106,6 +106,17 @@ def test_per_env_noise_scales_are_redrawn_when_an_env_s_episode_ends_and_scale_i
             np.testing.assert_allclose(spread, before, rtol=0.35)
 
 
+def test_a_named_preset_keeps_the_env_preset_s_keys_it_does_not_set(monkeypatch):
+    from types import SimpleNamespace
+
+    from jaxrl.run import overrides
+
+    presets = {"Pendulum-v1": {"num_envs": 4, "num_evals": 3}, "Pendulum-v1@mine": {"num_envs": 16}}
+    monkeypatch.setattr(overrides, "get", lambda algo: SimpleNamespace(presets=presets))
+    assert overrides._preset("td3", "Pendulum-v1", "mine") == {"num_envs": 16, "num_evals": 3}
+    assert overrides._preset("td3", "Pendulum-v1", "default") == {"num_envs": 4, "num_evals": 3}
+
+
 def test_named_presets_layer_over_the_env_preset_and_the_user_wins():
     from jaxrl.algos.presets import load_presets
 
