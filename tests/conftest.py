@@ -39,3 +39,12 @@ import pytest  # noqa: E402
 def home(tmp_path_factory):
     """A user's working directory, one per test module: runs land in its runs/."""
     return tmp_path_factory.mktemp("user")
+
+
+@pytest.fixture
+def ray_machine(tmp_path_factory):
+    """This test starts Ray (a local runtime, or ``ray start``): it holds the machine's Ray lock."""
+    from tests.ray_lock import ray_lock
+
+    with ray_lock(tmp_path_factory):
+        yield

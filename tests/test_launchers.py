@@ -159,7 +159,7 @@ def test_submitit_slurm_on_a_stand_in_cluster(one_process, home, tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ray.init starts the runtime's processes
-def test_run_on_ray_gives_the_one_process_report(one_process, home, monkeypatch):
+def test_run_on_ray_gives_the_one_process_report(ray_machine, one_process, home, monkeypatch):
     """docs/cluster.md's Python example, at the CI budget, on a local Ray
     cluster started and stopped here; each group is a Ray task."""
     import ray
@@ -188,7 +188,7 @@ def test_run_on_ray_gives_the_one_process_report(one_process, home, monkeypatch)
     assert [r["label"] for r in result["report"]["rows"]] == [r["label"] for r in report_of(one_process)["rows"]]
 
 
-def test_ray_joins_a_running_cluster(one_process, home):
+def test_ray_joins_a_running_cluster(ray_machine, one_process, home):
     """The docs' ``launcher=ray launcher.address=auto`` on a cluster started
     with ``ray start --head`` (and stopped) here."""
     env = user_env()
@@ -205,7 +205,7 @@ def test_ray_joins_a_running_cluster(one_process, home):
     assert report_of(home / "ray-cluster") == report_of(one_process)
 
 
-def test_a_failed_group_is_named_and_relaunched_alone(submitit_sweep, one_process, home):
+def test_a_failed_group_is_named_and_relaunched_alone(ray_machine, submitit_sweep, one_process, home):
     """Group 1's checkpoint is damaged: ``resume=`` re-launches it alone on the
     recorded launcher, its job fails and is named with its log; group 0 is not
     run again. With the damage removed, ``resume=`` on a Ray cluster the CLI

@@ -187,6 +187,13 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "1",
         "eval.episodes": "4",
     },
+    # env runners on Ray (tests/test_ray_runners.py): CartPole on a local Ray runtime, ≥ 475 on 3 of 4 seeds
+    "pip install -e '.[ray]'": None,  # the dev extras `make test` installs include ray
+    "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4 actor=ray actor.runners=2": {
+        "total_timesteps": "30000",
+        "num_evals": "2",
+        "eval.episodes": "4",
+    },
     # envpool through the same pipeline (tests/test_envpool.py): CartPole learning, the Atari preset's smoke run
     "pip install -e '.[envpool]'": None,  # the dev extras `make test` installs include envpool
     "python -m jaxrl.train env=envpool:CartPole-v1 seeds=4": {
@@ -389,6 +396,13 @@ DESCRIBED: dict[str, str] = {
     "dist.process_id=$RANK": "needs 4 hosts; tests/test_parallel.py runs 2 processes with dist.coordinator on localhost",
     "srun python -m jaxrl.train env=cartpole seeds=256 dist.auto=true": "needs a SLURM cluster (jax detects it)",
     "python -m jaxrl.train env=ant seeds=8": "a multi-GPU node's command (the ant preset: 50M env steps)",
+    "ray start --head --num-cpus=8": "a Ray cluster's head; tests/test_ray_runners.py starts a two-node cluster "
+    "(ray.cluster_utils.Cluster) and tests/test_launchers.py runs ray start --head",
+    "ray start --address=HEAD:6379 --num-cpus=16": "another machine joining the head: tests/test_ray_runners.py's "
+    "second node",
+    "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4 actor=ray actor.runners=2 actor.address=auto "
+    "actor.strategy=SPREAD": "tests/test_ray_runners.py runs it on its two-node cluster (the address given)",
+    "ray stop": "stops the head; tests/test_launchers.py runs ray stop",
 }
 
 

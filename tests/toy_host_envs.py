@@ -1,6 +1,7 @@
 """Gymnasium envs for the host-env tests, registered on import
 (``env.module=tests.toy_host_envs``): one that raises, one that hangs, one
-that is slow, and one with a Dict observation."""
+that is slow (sleeping, or busy on the CPU holding the interpreter), and
+one with a Dict observation."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ class Toy(gym.Env):
     observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, raise_at: int = 0, hang_at: int = 0, sleep_s: float = 0.0):
-        self.raise_at, self.hang_at, self.sleep_s = raise_at, hang_at, sleep_s
+    def __init__(self, raise_at: int = 0, hang_at: int = 0, sleep_s: float = 0.0, busy_s: float = 0.0):
+        self.raise_at, self.hang_at, self.sleep_s, self.busy_s = raise_at, hang_at, sleep_s, busy_s
         self.t = self.total = 0
 
     def reset(self, *, seed=None, options=None):
@@ -34,6 +35,10 @@ class Toy(gym.Env):
             time.sleep(3600)
         if self.sleep_s:
             time.sleep(self.sleep_s)
+        if self.busy_s:  # a simulator's Python work: one core, the interpreter held
+            end = time.perf_counter() + self.busy_s
+            while time.perf_counter() < end:
+                pass
         obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
         return obs, float(action), self.t >= 20, False, {}
 
@@ -61,6 +66,7 @@ for name, kwargs in {
     "JaxrlRaises-v0": {"raise_at": 300},
     "JaxrlHangs-v0": {"hang_at": 300},
     "JaxrlSlow-v0": {"sleep_s": 0.002},
+    "JaxrlBusy-v0": {"busy_s": 0.001},
 }.items():
     if name not in gym.registry:
         gym.register(name, entry_point=Toy, kwargs=kwargs, max_episode_steps=50)

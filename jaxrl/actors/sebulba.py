@@ -42,7 +42,11 @@ __all__ = [
     "TIME_FIELDS",
     "Sebulba",
     "Stopped",
+    "Threads",
     "UpdateReport",
+    "Collector",
+    "hang_text",
+    "time_policy",
     "take_columns",
     "verdict",
 ]
@@ -86,10 +90,12 @@ class ActorTimes:
     param_wait_s: float = 0.0  # waiting for parameters within the lag bound
     put_wait_s: float = 0.0  # waiting for room in the queue (the learner is behind)
     env_steps: int = 0  # steps of all its envs (reset steps included)
+    fetch_s: float = 0.0  # fetching the parameters from another process (Ray runners; part of param_wait_s)
+    per_call_s: float = 0.0  # one policy call on its idle device, where the actor measured it itself (Ray runners)
 
     def busy_s(self, per_call_s: float) -> float:
-        """Env steps, copies and the policy's own compute (``calls × per_call_s``)."""
-        return self.env_s + self.copy_s + min(self.infer_s, self.calls * per_call_s)
+        """Env steps, copies, parameter fetches and the policy's own compute (``calls × per_call_s``)."""
+        return self.env_s + self.copy_s + self.fetch_s + min(self.infer_s, self.calls * per_call_s)
 
 
 class Block(NamedTuple):
@@ -114,6 +120,10 @@ class UpdateReport(NamedTuple):
     lag_mean: float
     steps_per_s: float  # env steps learned per second of the update's wall time
     verdict: str
+    fetch_s: float = 0.0  # Ray runners: one runner's fetch of the broadcast parameters (mean over runners)
+    transfer_s: float = 0.0  # Ray runners: one trajectory's transfer to the learner (mean over runners)
+    replaced: int = 0  # Ray runners replaced while this update's trajectories were collected
+    dropped: int = 0  # trajectories dropped with them (never learned from)
 
     def to_json(self) -> dict[str, Any]:
         out = self._asdict()
@@ -193,17 +203,137 @@ def take_columns(raw: list[_Raw], steps: int) -> tuple[dict[str, np.ndarray], li
     return out, left, (int(versions.min()), int(versions.max()))
 
 
-class _Actor(threading.Thread):
-    """One actor thread: its vector env holds ``per_member`` envs of every member (member-major)."""
+class Collector:
+    """One actor's acting, whatever carries its trajectories away (a thread's
+    queue, a Ray runner's return value): its vector env of ``members ×
+    per_member`` envs (member-major), its PRNG key, the running episode
+    statistics and the steps it carries over from one trajectory to the next.
 
-    def __init__(self, pipeline: Sebulba, index: int, env: HostVecEnv, seed: int):
-        super().__init__(name=f"jaxrl-actor-{index}", daemon=True)
-        self.pipeline, self.index, self.env, self.seed = pipeline, index, env, seed
-        self.out: queue.Queue = queue.Queue(maxsize=max(1, pipeline.max_lag + 1))
-        self.key = pipeline.actor_key(index)
-        self.failure: BaseException | None = None
+    ``policy(state, obs [M, n, *obs], key, step) -> (env action, record)`` acts;
+    ``to_device`` puts observations where the policy runs; ``stopped()`` is
+    polled between env steps (true: raise :class:`Stopped`)."""
+
+    def __init__(
+        self,
+        env: HostVecEnv,
+        policy: Callable[..., Any],
+        *,
+        members: int,
+        per_member: int,
+        num_steps: int,
+        max_lag: int,
+        key: Any,
+        seed: int,
+        to_device: Callable[[np.ndarray], Any] = lambda x: x,
+        stopped: Callable[[], bool] = lambda: False,
+    ):
+        import jax
+
+        self.env, self.policy, self.key, self.seed = env, policy, key, seed
+        self.members, self.per_member, self.num_steps, self.max_lag = members, per_member, num_steps, max_lag
+        self.to_device, self.stopped, self.block = to_device, stopped, jax.block_until_ready
         self.stepping_since: float | None = None  # monotonic time an env step began (None: not stepping)
-        self.env_steps = 0
+        self.env_steps = 0  # vector steps taken
+        self.obs: np.ndarray | None = None
+        self.counter = 0
+        self.raw: list[_Raw] = []
+        n = members * per_member
+        self.ret, self.length = np.zeros(n, np.float64), np.zeros(n, np.int64)
+
+    def _timed(self, call: Callable[[], Any]) -> Any:
+        self.stepping_since = time.monotonic()
+        try:
+            return call()
+        finally:
+            self.stepping_since = None
+
+    def collect(self, update: int, state: Any, version: int, times: ActorTimes) -> Block:
+        """Trajectory ``update`` (``num_steps`` valid steps of every env), acting
+        with ``state`` (parameters of ``version``); ``times`` fills with where the time went."""
+        members, per_member, steps = self.members, self.per_member, self.num_steps
+        n = members * per_member
+        if self.obs is None:
+            self.obs = self._timed(lambda: self.env.reset(self.seed))
+        self.raw = [r for r in self.raw if r.version >= update - self.max_lag]  # no step older than the lag bound
+        count = np.sum([r.valid for r in self.raw], axis=0) if self.raw else np.zeros(n, np.int64)
+        ret, length, obs = self.ret, self.length, self.obs
+        while int(np.min(count)) < steps:
+            if self.stopped():
+                raise Stopped
+            t0 = time.perf_counter()
+            obs_dev = self.to_device(obs.reshape(members, per_member, *obs.shape[1:]))
+            t1 = time.perf_counter()
+            action, record = self.policy(state, obs_dev, self.key, np.int32(self.counter))
+            self.block(action)
+            t2 = time.perf_counter()
+            action = np.asarray(action).reshape(n, *np.shape(action)[2:])
+            record = {k: np.asarray(v).reshape(n, *np.shape(v)[2:]) for k, v in record._asdict().items()}
+            t3 = time.perf_counter()
+            out = self._timed(lambda action=action: self.env.step(action))
+            t4 = time.perf_counter()
+            times.copy_s += (t1 - t0) + (t3 - t2)
+            times.infer_s += t2 - t1
+            times.calls += 1
+            times.env_s += t4 - t3
+            times.env_steps += n
+            self.counter += 1
+            self.env_steps += 1
+            ret += np.where(out.valid, out.reward, 0.0)
+            length += out.valid
+            done = (out.terminated | out.truncated) & out.valid
+            fields = {
+                "obs": obs,
+                "action": record["action"],
+                "log_prob": record["log_prob"],
+                "reward": out.reward,
+                "terminated": out.terminated,
+                "truncated": out.truncated,
+                "final_obs": out.final_obs,
+                "episode_return": np.where(done, ret, 0.0).astype(np.float32),
+                "episode_length": np.where(done, length, 0).astype(np.int32),
+            }
+            ret[done], length[done] = 0.0, 0
+            self.raw.append(_Raw(fields, out.valid, version))
+            count = count + out.valid
+            obs = self.obs = out.obs
+        columns, self.raw, versions = take_columns(self.raw, steps)
+        block = {k: v.reshape(steps, members, per_member, *v.shape[2:]).swapaxes(0, 1) for k, v in columns.items()}
+        return Block(block, times, versions)
+
+
+def time_policy(policy: Callable[..., Any], state: Any, obs: Any, key: Any, calls: int = 20) -> float:
+    """Seconds of one call of ``policy`` on an idle device (the median of ``calls``)."""
+    import jax
+
+    seconds = []
+    for i in range(calls):
+        t0 = time.perf_counter()
+        jax.block_until_ready(policy(state, obs, key, np.int32(-1 - i)))
+        seconds.append(time.perf_counter() - t0)
+    return float(np.median(seconds))
+
+
+class _Actor(threading.Thread):
+    """One actor thread: a :class:`Collector` fed by the :class:`ParamStore`, its trajectories put in its own queue."""
+
+    def __init__(self, threads: Threads, index: int, env: HostVecEnv, seed: int):
+        super().__init__(name=f"jaxrl-actor-{index}", daemon=True)
+        p = threads.pipeline
+        self.threads, self.index = threads, index
+        self.out: queue.Queue = queue.Queue(maxsize=max(1, p.max_lag + 1))
+        self.failure: BaseException | None = None
+        self.collector = Collector(
+            env,
+            p.policy,
+            members=p.members,
+            per_member=p.per_member,
+            num_steps=p.num_steps,
+            max_lag=p.max_lag,
+            key=p.actor_key(index),
+            seed=seed,
+            to_device=p.to_actor,
+            stopped=threads.stop.is_set,
+        )
 
     def run(self) -> None:
         try:
@@ -212,85 +342,102 @@ class _Actor(threading.Thread):
             pass
         except BaseException as error:  # any failure ends the run through the learner, in one line
             self.failure = error
-            self.pipeline.stop.set()
-
-    def _step(self, actions: np.ndarray) -> Any:
-        self.stepping_since = time.monotonic()
-        try:
-            return self.env.step(actions)
-        finally:
-            self.stepping_since = None
+            self.threads.stop.set()
 
     def _loop(self) -> None:
-        p = self.pipeline
-        members, per_member, steps = p.members, p.per_member, p.num_steps
-        n = members * per_member
-        self.stepping_since = time.monotonic()
-        obs = self.env.reset(self.seed)
-        self.stepping_since = None
-        ret, length = np.zeros(n, np.float64), np.zeros(n, np.int64)
-        raw: list[_Raw] = []
-        counter = 0
+        t, p = self.threads, self.threads.pipeline
         for k in range(p.start_update, p.num_updates):
             times = ActorTimes()
             t0 = time.perf_counter()
-            state, version = p.store.get(k - p.max_lag, p.stop)
+            state, version = t.store.get(k - p.max_lag, t.stop)
             times.param_wait_s = time.perf_counter() - t0
-            raw = [r for r in raw if r.version >= k - p.max_lag]  # no step older than the lag bound
-            count = np.sum([r.valid for r in raw], axis=0) if raw else np.zeros(n, np.int64)
-            while int(np.min(count)) < steps:
-                if p.stop.is_set():
-                    raise Stopped
-                t0 = time.perf_counter()
-                obs_dev = p.to_actor(obs.reshape(members, per_member, *obs.shape[1:]))
-                t1 = time.perf_counter()
-                action, record = p.policy(state, obs_dev, self.key, np.int32(counter))
-                p.block(action)
-                t2 = time.perf_counter()
-                action = np.asarray(action).reshape(n, *np.shape(action)[2:])
-                record = {k_: np.asarray(v).reshape(n, *np.shape(v)[2:]) for k_, v in record._asdict().items()}
-                t3 = time.perf_counter()
-                out = self._step(action)
-                t4 = time.perf_counter()
-                times.copy_s += (t1 - t0) + (t3 - t2)
-                times.infer_s += t2 - t1
-                times.calls += 1
-                times.env_s += t4 - t3
-                times.env_steps += n
-                counter += 1
-                self.env_steps += 1
-                ret += np.where(out.valid, out.reward, 0.0)
-                length += out.valid
-                done = (out.terminated | out.truncated) & out.valid
-                fields = {
-                    "obs": obs,
-                    "action": record["action"],
-                    "log_prob": record["log_prob"],
-                    "reward": out.reward,
-                    "terminated": out.terminated,
-                    "truncated": out.truncated,
-                    "final_obs": out.final_obs,
-                    "episode_return": np.where(done, ret, 0.0).astype(np.float32),
-                    "episode_length": np.where(done, length, 0).astype(np.int32),
-                }
-                ret[done], length[done] = 0.0, 0
-                raw.append(_Raw(fields, out.valid, version))
-                count = count + out.valid
-                obs = out.obs
-            columns, raw, versions = take_columns(raw, steps)
-            block = {
-                k_: v.reshape(steps, members, per_member, *v.shape[2:]).swapaxes(0, 1) for k_, v in columns.items()
-            }
+            block = self.collector.collect(k, state, version, times)
             t0 = time.perf_counter()
             while True:
-                if p.stop.is_set():
+                if t.stop.is_set():
                     raise Stopped
                 try:
-                    self.out.put(Block(block, times, versions), timeout=0.05)
+                    self.out.put(block, timeout=0.05)
                     break
                 except queue.Full:
                     continue
             times.put_wait_s = time.perf_counter() - t0
+
+
+class Threads:
+    """The actors as threads of this process: parameters through a
+    :class:`ParamStore`, trajectories through one bounded queue per thread."""
+
+    kind = "threads"
+    unit = "actor"  # what the report calls one actor
+
+    def __init__(self, pipeline: Sebulba, make_env: Callable[[int], HostVecEnv], threads: int, seed: int):
+        self.pipeline, self.store, self.stop = pipeline, ParamStore(), threading.Event()
+        self.actors = [_Actor(self, i, make_env(i), seed + 100_003 * i) for i in range(threads)]
+
+    def __len__(self) -> int:
+        return len(self.actors)
+
+    def start(self) -> None:
+        for actor in self.actors:
+            actor.start()
+
+    def publish(self, state: Any, version: int) -> float:
+        self.store.publish(state, version)
+        return 0.0
+
+    def get(self, index: int, update: int, interrupted: Callable[[], bool]) -> tuple[Block, float]:
+        """Actor ``index``'s trajectory ``update`` and the seconds its hand-over took (none: a queue)."""
+        actor = self.actors[index]
+        while True:
+            self._check(actor)
+            if interrupted():
+                raise Stopped
+            try:
+                return actor.out.get(timeout=0.05), 0.0
+            except queue.Empty:
+                if not actor.is_alive() and actor.out.empty() and actor.failure is None:
+                    raise HostEnvError(f"actor {actor.index} ended before trajectory {update}") from None
+
+    def faults(self) -> tuple[int, int]:
+        """Actors replaced and trajectories dropped since the last call: threads are never replaced."""
+        return 0, 0
+
+    def _check(self, actor: _Actor) -> None:
+        for a in self.actors:
+            if a.failure is not None:
+                raise HostEnvError(
+                    self.pipeline.failure_text(f"actor {a.index}", a.index, a.failure, a.collector.env_steps)
+                ) from None
+        since = actor.collector.stepping_since
+        timeout = self.pipeline.timeout_s
+        if timeout > 0 and since is not None and time.monotonic() - since > timeout:
+            self.stop.set()
+            raise HostEnvError(
+                hang_text(f"actor {actor.index}", time.monotonic() - since, timeout, actor.collector.env_steps)
+            )
+
+    def close(self, timeout: float = 5.0) -> list[str]:
+        self.stop.set()
+        stuck = []
+        for actor in self.actors:
+            actor.join(timeout)
+            if actor.is_alive():
+                stuck.append(actor.name)
+                continue
+            try:
+                actor.collector.env.close()
+            except Exception:  # closing a broken env must not hide why the run stopped
+                pass
+        return stuck
+
+
+def hang_text(who: str, seconds: float, timeout: float, steps: int) -> str:
+    """The one line of an env step that has not returned within ``actor.timeout_s``."""
+    return (
+        f"actor.timeout_s: an env step of {who} has not returned for {seconds:.0f} s (> {timeout:g} s) "
+        f"at its step {steps}: the env hangs; fix it, or raise actor.timeout_s if its steps are this slow"
+    )
 
 
 class Sebulba:
@@ -302,7 +449,9 @@ class Sebulba:
     ``log_prob`` ``[M, n, ...]``); ``make_env(i)`` builds actor ``i``'s vector env
     of ``members × per_member`` envs (member-major). ``view(state, version)``: what the
     actors are handed of the learner's state to collect trajectory ``version`` (``policy``
-    reads it; None: the whole state)."""
+    reads it; None: the whole state). ``transport(pipeline)``: where the actors run and how
+    parameters and trajectories travel (None: :class:`Threads`, ``threads`` of them;
+    :class:`jaxrl.actors.ray_runners.RayRunners`: env runners on Ray)."""
 
     def __init__(
         self,
@@ -322,18 +471,18 @@ class Sebulba:
         start_update: int = 0,
         describe_env: Callable[[int, int], str] = lambda actor, env: f"env {env} of actor {actor}",
         view: Callable[[Any, int], Any] | None = None,
+        transport: Callable[[Sebulba], Any] | None = None,
     ):
         import jax
 
         self.members, self.per_member, self.num_steps = members, per_member, num_steps
         self.num_updates, self.max_lag, self.timeout_s = num_updates, max_lag, timeout_s
-        self.start_update = start_update
+        self.start_update, self.seed = start_update, seed
         self.policy, self.describe_env, self.view = policy, describe_env, view
-        self.store, self.stop = ParamStore(), threading.Event()
         self._key, self._device = key, actor_device
         self.block = jax.block_until_ready
         self.per_call_s = 0.0
-        self.actors = [_Actor(self, i, make_env(i), seed + 100_003 * i) for i in range(threads)]
+        self.transport = Threads(self, make_env, threads, seed) if transport is None else transport(self)
 
     def actor_key(self, actor: int) -> Any:
         """Actor ``actor``'s PRNG key; its step ``t`` acts with ``fold_in(key, t)`` (inside ``policy``)."""
@@ -350,22 +499,20 @@ class Sebulba:
         """Publish the first parameters, time the policy on the idle device, start the actors."""
         self.publish(state, version)
         self.per_call_s = self.time_policy(state, obs_shape)
-        for actor in self.actors:
-            actor.start()
+        self.transport.start()
 
     def time_policy(self, state: Any, obs_shape: tuple[int, ...], calls: int = 20) -> float:
         """Seconds of one policy call on the idle device (median of ``calls``): the
         report splits an actor's inference time into this compute and the waiting
         for a device busy with learning (on one device, or a CPU's shared client)."""
-        state = self.store.get(-1, self.stop)[0]
+        if self.view is not None:
+            state = self.view(state, np.int32(self.start_update))
+        if self._device is not None:
+            import jax
+
+            state = jax.device_put(state, self._device)
         obs = self.to_actor(np.zeros((self.members, self.per_member, *obs_shape), np.float32))
-        key = self.actor_key(0)
-        seconds = []
-        for i in range(calls):
-            t0 = time.perf_counter()
-            self.block(self.policy(state, obs, key, np.int32(-1 - i)))
-            seconds.append(time.perf_counter() - t0)
-        return float(np.median(seconds))
+        return time_policy(self.policy, state, obs, self.actor_key(0), calls)
 
     def publish(self, state: Any, version: int) -> float:
         """Hand the learner's state (version: updates done) to the actors; returns the copy's seconds."""
@@ -376,7 +523,7 @@ class Sebulba:
             state = self.view(state, np.int32(version))
         if self._device is not None:
             state = jax.device_put(state, self._device)
-        self.store.publish(state, version)
+        self.transport.publish(state, version)
         return time.perf_counter() - t0
 
     def collect(
@@ -385,80 +532,55 @@ class Sebulba:
         """Trajectory ``update`` of every actor, joined along the env axis
         (``[M, T, N, ...]``), and the seconds waited. Raises :class:`HostEnvError`
         when an actor failed or an env hung, :class:`Stopped` when ``interrupted()``."""
-        blocks, waited = [], 0.0
-        for actor in self.actors:
+        blocks, waited, transfer = [], 0.0, []
+        for index in range(len(self.transport)):
             t0 = time.perf_counter()
-            while True:
-                self._check(actor)
-                if interrupted():
-                    raise Stopped
-                try:
-                    blocks.append(actor.out.get(timeout=0.05))
-                    break
-                except queue.Empty:
-                    if not actor.is_alive() and actor.out.empty() and actor.failure is None:
-                        raise HostEnvError(f"actor {actor.index} ended before trajectory {update}") from None
+            block, seconds = self.transport.get(index, update, interrupted)
+            blocks.append(block)
+            transfer.append(seconds)
             waited += time.perf_counter() - t0
         steps = {k: np.concatenate([b.steps[k] for b in blocks], axis=2) for k in STEP_FIELDS}
-        return steps, (blocks, waited)
+        return steps, (blocks, waited, transfer)
 
-    def report(self, update: int, blocks: list[Block], waited: float, learn_s: float, wall_s: float) -> UpdateReport:
-        """The :class:`UpdateReport` of ``update`` from its blocks and the learner's times."""
+    def report(self, update: int, collected: Any, learn_s: float, wall_s: float) -> UpdateReport:
+        """The :class:`UpdateReport` of ``update`` from what :meth:`collect` returned and the learner's times."""
+        blocks, waited, transfer = collected
         times = [b.times for b in blocks]
-        per_call = self.per_call_s
-        infer = [min(t.infer_s, t.calls * per_call) for t in times]
+        per_call = [t.per_call_s or self.per_call_s for t in times]
+        infer = [min(t.infer_s, t.calls * c) for t, c in zip(times, per_call, strict=True)]
         lags = [update - b.versions[0] for b in blocks] + [update - b.versions[1] for b in blocks]
         steps = self.members * self.per_member * len(blocks) * self.num_steps
+        replaced, dropped = self.transport.faults()
         return UpdateReport(
             actor_env_s=sum(t.env_s for t in times),
             actor_infer_s=sum(infer),
             actor_copy_s=sum(t.copy_s for t in times),
-            actor_wait_s=sum(t.param_wait_s + t.put_wait_s + t.infer_s for t in times) - sum(infer),
+            actor_wait_s=sum(t.param_wait_s - t.fetch_s + t.put_wait_s + t.infer_s for t in times) - sum(infer),
             learner_wait_s=waited,
             learn_s=learn_s,
             lag_min=int(min(lags)),
             lag_max=int(max(lags)),
             lag_mean=float(np.mean([update - 0.5 * (b.versions[0] + b.versions[1]) for b in blocks])),
             steps_per_s=steps / wall_s if wall_s > 0 else 0.0,
-            verdict=verdict(max(t.busy_s(per_call) for t in times), learn_s),
+            verdict=verdict(max(t.busy_s(c) for t, c in zip(times, per_call, strict=True)), learn_s),
+            fetch_s=float(np.mean([t.fetch_s for t in times])),
+            transfer_s=float(np.mean(transfer)),
+            replaced=replaced,
+            dropped=dropped,
         )
 
-    def _check(self, actor: _Actor) -> None:
-        for a in self.actors:
-            if a.failure is not None:
-                raise HostEnvError(self._failure_text(a)) from None
-        since = actor.stepping_since
-        if self.timeout_s > 0 and since is not None and time.monotonic() - since > self.timeout_s:
-            self.stop.set()
-            raise HostEnvError(
-                f"actor.timeout_s: an env step of actor {actor.index} has not returned for "
-                f"{time.monotonic() - since:.0f} s (> {self.timeout_s:g} s) at its step {actor.env_steps}: "
-                "the env hangs; fix it, or raise actor.timeout_s if its steps are this slow"
-            )
-
-    def _failure_text(self, actor: _Actor) -> str:
-        error = actor.failure
-        index = failed_env(error) if error is not None else None
-        where = self.describe_env(actor.index, index) if index is not None else f"actor {actor.index}"
+    def failure_text(self, who: str, index: int, error: BaseException, steps: int) -> str:
+        """The one line of actor ``index``'s failure (``who``: how the report names it)."""
+        env = failed_env(error)
+        where = self.describe_env(index, env) if env is not None else who
         text = str(error).split("\n")[0]
-        if index is not None:
+        if env is not None:
             text = text.split(": ", 1)[1] if ": " in text else text
         else:
-            text = f"{type(error).__name__}: {text}"
-        return f"{where} raised at step {actor.env_steps}: {text}"
+            text = f"{getattr(error, 'type_name', type(error).__name__)}: {text}"
+        return f"{where} raised at step {steps}: {text}"
 
     def close(self, timeout: float = 5.0) -> list[str]:
         """Stop the actors and close their envs; returns the names of threads
         still inside an env step (a hung env cannot be interrupted: daemon threads)."""
-        self.stop.set()
-        stuck = []
-        for actor in self.actors:
-            actor.join(timeout)
-            if actor.is_alive():
-                stuck.append(actor.name)
-                continue
-            try:
-                actor.env.close()
-            except Exception:  # closing a broken env must not hide why the run stopped
-                pass
-        return stuck
+        return self.transport.close(timeout)

@@ -62,6 +62,7 @@ __all__ = [
     "make_policy",
     "Behaviour",
     "make_behaviour",
+    "acting",
     "validate_network",
 ]
 
@@ -503,6 +504,22 @@ def make_policy(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:
         return env_action(sample_action(dist, key), network, env)
 
     return act, sample
+
+
+def acting(state: ActorCriticState, hp: Any, update_idx: Any) -> ActorCriticState:
+    """The actors' part of ``state`` (what ``behave`` reads): the parameters and
+    the observation normalizer; the optimizer, the return and value statistics
+    and the env fields stay with the learner (actors on Ray fetch this much)."""
+    return state.replace(
+        opt_state=None,
+        return_stats=None,
+        discounted_return=None,
+        value_stats=None,
+        env_state=None,
+        obs=None,
+        key=None,
+        carry=None,
+    )
 
 
 def make_behaviour(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:

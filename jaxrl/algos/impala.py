@@ -28,6 +28,7 @@ from jaxrl.algos.actor_critic import (
     ActorCriticState,
     Rollout,
     Transition,
+    acting,
     collect,
     distribution,
     log_prob,
@@ -197,7 +198,7 @@ def make_agent(
     )
     return Agent(
         init, collect_step, learn, act, sample, network, num_envs * algo.num_steps, phases=phases,
-        behave=behave, complete=complete,
+        behave=behave, complete=complete, acting=acting,
     )  # fmt: skip
 
 

@@ -35,6 +35,7 @@ from jaxrl.algos.actor_critic import (
     Rollout,
     SequenceBatch,
     Transition,
+    acting,
     advantages,
     collect,
     log_prob,
@@ -433,6 +434,7 @@ def make_agent(
         init_carry=init_carry,
         behave=behave,
         complete=complete,
+        acting=None if behave is None else acting,
     )
 
 

@@ -63,10 +63,12 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class ActorConfig:
-    """The actor–learner pipeline of host envs (``env=gymnasium:ID``): actor
-    threads step the envs and act with parameters at most ``max_lag`` learner
-    updates old; the learner learns from their trajectories (jaxrl.actors)."""
+    """The actor–learner pipeline of host envs (``env=gymnasium:ID``): actors
+    (threads of this process, or env runners on Ray: ``actor=ray``) step the
+    envs and act with parameters at most ``max_lag`` learner updates old; the
+    learner learns from their trajectories (jaxrl.actors)."""
 
+    kind: str = "threads"  # threads (in this process) | ray (env runners as Ray actors); actor=ray is short for it
     threads: int = setting(1, check=POSITIVE_INT)  # actor threads; each steps num_envs / threads envs per seed
     max_lag: int = setting(  # learner updates an actor's parameters may trail by; 0: lock-step
         1, check=Range(0, integer=True, note="0 = lock-step")
@@ -74,6 +76,19 @@ class ActorConfig:
     sync: bool = False  # lock-step acting and learning (max_lag=0): no overlap
     envs: str = "sync"  # gymnasium vectorization: sync (in the actor's thread) | async (one process per env)
     timeout_s: float = setting(60.0, check=Range(0, note="0 = off"))  # an env step this slow is a hang: stop the run
+    # actor=ray: env runners (Ray actors), each with its own vector env and CPU policy
+    runners: int = setting(2, check=POSITIVE_INT)  # each steps num_envs / runners envs per seed
+    envs_per_runner: int = (
+        setting(  # envs per seed in each runner; sets num_envs = runners × this; 0: num_envs / runners
+            0, check=Range(0, integer=True, note="0 = num_envs / runners")
+        )
+    )
+    cpus_per_runner: float = setting(1.0, check=Range(0, lo_open=True))  # Ray CPUs reserved per runner (may be < 1)
+    strategy: str = "PACK"  # placement group strategy: PACK | SPREAD | STRICT_PACK | STRICT_SPREAD
+    address: str = ""  # "": start a local Ray runtime; auto or HOST:PORT: join that cluster
+    max_replaced: int = setting(  # runners replaced (a killed process, a lost node) before the run stops
+        8, check=Range(0, integer=True)
+    )
 
 
 @dataclass(frozen=True)

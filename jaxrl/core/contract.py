@@ -148,9 +148,9 @@ class Agent(NamedTuple):
     # ``[T, N, ...]``) into ``learn``'s batch with the learner's state. None: not supported.
     behave: Callable[..., Any] | None = None
     complete: Callable[..., Any] | None = None
-    # Replay learners on host envs: ``acting(state, hp, update_idx)`` is what ``behave``
-    # reads when acting for update ``update_idx`` (e.g. its exploration rate), handed to the
-    # actors instead of the whole state (the buffer stays with the learner); ``warm(state,
+    # Host envs: ``acting(state, hp, update_idx)`` is what ``behave`` reads when acting for
+    # update ``update_idx`` (the parameters, e.g. an exploration rate), handed to the actors
+    # instead of the whole state (optimizer and replay buffer stay with the learner); ``warm(state,
     # batch, hp, update_idx) -> (state, metrics)`` is an update of the random-action warm-up
     # (the batch into the buffer, no gradient step), run while fewer than ``warmup_steps``
     # steps are stored. None: behave reads the state; no warm-up.

@@ -11,6 +11,7 @@ saved in general, so episodes in flight restart on resume (said in one line).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import shutil
@@ -21,6 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxrl import perf as perf_lib
+from jaxrl.actors.ray_runners import RayRunners, RunnerParts, connect
 from jaxrl.actors.sebulba import LEVERS, TIME_FIELDS, HostEnvError, Sebulba, Stopped, UpdateReport, verdict
 from jaxrl.algos import algorithm_for
 from jaxrl.core.config import Config, seed_ids
@@ -117,7 +119,22 @@ def prepare_host(config: Config) -> HostRun:
     actor = config.actor
     if actor.envs not in ("sync", "async"):
         raise ConfigError("actor.envs", actor.envs, "must be sync or async", "pass actor.envs=sync")
-    if actor.threads > config.num_envs or config.num_envs % actor.threads:
+    if actor.kind not in ("threads", "ray"):
+        raise ConfigError(
+            "actor", actor.kind, "must be threads or ray", "pass actor=threads, or actor=ray for env runners"
+        )
+    if actor.kind == "ray":
+        if actor.envs_per_runner:
+            config = dataclasses.replace(config, num_envs=actor.runners * actor.envs_per_runner)
+        elif actor.runners > config.num_envs or config.num_envs % actor.runners:
+            raise ConfigError(
+                "actor.runners",
+                actor.runners,
+                f"must divide num_envs={config.num_envs} (each runner steps num_envs / runners envs of every seed)",
+                f"pass actor.envs_per_runner=E (num_envs becomes runners × E) or num_envs="
+                f"{actor.runners * max(1, config.num_envs // actor.runners)}",
+            )
+    elif actor.threads > config.num_envs or config.num_envs % actor.threads:
         raise ConfigError(
             "actor.threads",
             actor.threads,
@@ -159,8 +176,21 @@ def prepare_host(config: Config) -> HostRun:
     hparams = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(seeds),)).copy(), base)
     chunk = max(1, math.ceil(num_updates / config.num_evals))
     return HostRun(
-        config, spec, agent, seeds, hparams, config.num_envs // actor.threads, num_updates, chunk, algorithm.metrics
+        config, spec, agent, seeds, hparams, config.num_envs // actors(config), num_updates, chunk, algorithm.metrics
     )
+
+
+def actors(config: Config) -> int:
+    """The pipeline's actors: threads, or Ray env runners (``actor=ray``)."""
+    return config.actor.runners if config.actor.kind == "ray" else config.actor.threads
+
+
+def runner_parts(config: Config) -> RunnerParts:
+    """What a Ray env runner builds in its own process: its vector env (every
+    seed's share) and the members' jitted policy (the learner's own program)."""
+    run = prepare_host(config)
+    env = make_vec(run.spec, len(run.seeds) * run.per_member, mode=config.actor.envs)
+    return RunnerParts(env, _programs(run).policy, run.spec.obs_shape)
 
 
 class _Programs(NamedTuple):
@@ -333,7 +363,7 @@ def _chunk_end(
             raise HostEnvError(f"checkpoint of chunk {chunk} could not be written: {failed}")
     last = reports[-1]
     if config.progress:
-        lever = _pipeline_totals(reports, config.algo)
+        lever = _pipeline_totals(reports, config)
         loop.log(
             f"chunk {chunk + 1}/{math.ceil(run.num_updates / run.chunk_updates)} · {format_count(steps)} steps each · "
             f"eval IQM {stats.iqm(means):.1f} (min {min(means):.1f}, max {max(means):.1f}) · "
@@ -342,40 +372,64 @@ def _chunk_end(
     return record
 
 
-def lever_of(word: str, algo: Any) -> str:
+RAY_LEVER = "more env runners (actor.runners, on more nodes: actor.address) or envs per runner (actor.envs_per_runner)"
+
+
+def lever_of(word: str, algo: Any, kind: str = "threads") -> str:
     """What to change for a run with ``word``'s verdict; a learner-bound replay
-    learner's lever is its gradient steps per env step (``algo.utd``)."""
+    learner's lever is its gradient steps per env step (``algo.utd``); a
+    rollout-bound run on Ray env runners adds runners."""
     if word == "learner-bound" and hasattr(algo, "utd"):
         return "fewer gradient steps per env step (algo.utd) or a smaller batch (algo.batch_size)"
+    if word == "rollout-bound" and kind == "ray":
+        return RAY_LEVER
     return LEVERS[word]
 
 
-def _pipeline_totals(reports: list[UpdateReport], algo: Any) -> dict[str, Any]:
-    """Per-update means of the pipeline's figures, the lag range, the run's verdict and its lever."""
+def _pipeline_totals(reports: list[UpdateReport], config: Config) -> dict[str, Any]:
+    """Per-update means of the pipeline's figures, the lag range, the run's verdict and its lever
+    (on Ray env runners also the parameter fetch and trajectory transfer per runner, and the faults)."""
     n = len(reports)
     mean = {f: sum(getattr(r, f) for r in reports) / n for f in TIME_FIELDS}
-    busy = mean["actor_env_s"] + mean["actor_infer_s"] + mean["actor_copy_s"]
+    ray = config.actor.kind == "ray"
+    fetch = sum(r.fetch_s for r in reports) / n
+    busy = mean["actor_env_s"] + mean["actor_infer_s"] + mean["actor_copy_s"] + fetch * actors(config)
     word = verdict(busy, mean["learn_s"])
-    return {
+    out = {
         **{f"{k}_per_update": round(v, 6) for k, v in mean.items()},
         "lag_min": min(r.lag_min for r in reports),
         "lag_mean": round(sum(r.lag_mean for r in reports) / n, 4),
         "lag_max": max(r.lag_max for r in reports),
         "steps_per_s": round(sum(r.steps_per_s for r in reports) / n, 1),
         "verdict": word,
-        "lever": lever_of(word, algo),
+        "lever": lever_of(word, config.algo, config.actor.kind),
     }
+    if ray:
+        out.update(
+            fetch_s_per_runner=round(fetch, 6),
+            transfer_s_per_runner=round(sum(r.transfer_s for r in reports) / n, 6),
+            runners_replaced=sum(r.replaced for r in reports),
+            trajectories_dropped=sum(r.dropped for r in reports),
+        )
+    return out
 
 
 def pipeline_text(totals: dict[str, Any]) -> str:
     """The final table's pipeline lines."""
     ms = {k: 1000 * totals[f"{k}_per_update"] for k in TIME_FIELDS}
+    ray = ""
+    if "fetch_s_per_runner" in totals:
+        ray = (
+            f"Ray env runners per update: parameter broadcast {1000 * totals['fetch_s_per_runner']:.1f} ms · "
+            f"trajectory transfer {1000 * totals['transfer_s_per_runner']:.1f} ms per runner · "
+            f"{totals['runners_replaced']} runner(s) replaced ({totals['trajectories_dropped']} trajectories dropped)\n"
+        )
     return (
         f"pipeline per update: actors env {ms['actor_env_s']:.1f} ms · inference {ms['actor_infer_s']:.1f} ms · "
         f"copies {ms['actor_copy_s']:.1f} ms · waiting {ms['actor_wait_s']:.1f} ms | learner waiting "
         f"{ms['learner_wait_s']:.1f} ms · learning {ms['learn_s']:.1f} ms | policy lag {totals['lag_min']}–"
         f"{totals['lag_max']} (mean {totals['lag_mean']:.2f})\n"
-        f"verdict: {totals['verdict']} — lever: {totals['lever']}"
+        f"{ray}verdict: {totals['verdict']} — lever: {totals['lever']}"
     )
 
 
@@ -391,7 +445,7 @@ def _train(loop: _Loop, states: Any, start: int) -> tuple[Any, list[Any], list[U
     for k in range(start, pipeline.num_updates):
         t0 = time.perf_counter()
         try:
-            steps, (blocks, waited) = pipeline.collect(k, lambda: loop.stopper.signum is not None)
+            steps, collected = pipeline.collect(k, lambda: loop.stopper.signum is not None)
         except Stopped:
             return states, records, reports, train_s, "signal"
         t1 = time.perf_counter()
@@ -399,7 +453,7 @@ def _train(loop: _Loop, states: Any, start: int) -> tuple[Any, list[Any], list[U
         metrics = jax.block_until_ready(metrics)
         learn_s = time.perf_counter() - t1
         pipeline.publish(states, k + 1)
-        report = pipeline.report(k, blocks, waited, learn_s, time.perf_counter() - t0)
+        report = pipeline.report(k, collected, learn_s, time.perf_counter() - t0)
         train_s += time.perf_counter() - t0
         reports.append(report)
         chunk_reports.append(report)
@@ -442,13 +496,41 @@ def _start_states(
     return restored.state["states"], update, ckpt
 
 
-def _pipeline(run: HostRun, programs: _Programs, start: int, stop_after: int | None, actor_device: Any) -> Sebulba:
-    """The actor–learner pipeline of ``run`` from update ``start`` (``stop_after``: updates to run, if not all)."""
+def _pipeline(
+    run: HostRun,
+    programs: _Programs,
+    start: int,
+    stop_after: int | None,
+    actor_device: Any,
+    ray_started: bool = False,
+    log: Callable[[str], None] = lambda text: None,
+) -> Sebulba:
+    """The actor–learner pipeline of ``run`` from update ``start`` (``stop_after``: updates to run, if not all);
+    ``ray_started``: this run started the local Ray runtime its runners use (``actor=ray``)."""
     import jax
 
     config, members = run.config, len(run.seeds)
     end = run.num_updates if stop_after is None else min(run.num_updates, start + stop_after)
+    transport = None
+    unit = "actor"
+    if config.actor.kind == "ray":
+        unit = "runner"
+        build = functools.partial(runner_parts, config)
+
+        def transport(pipeline: Sebulba) -> RayRunners:
+            return RayRunners(
+                pipeline,
+                build=lambda index, generation: build,
+                runners=config.actor.runners,
+                cpus_per_runner=config.actor.cpus_per_runner,
+                strategy=config.actor.strategy,
+                max_replaced=config.actor.max_replaced,
+                started=ray_started,
+                log=log,
+            )
+
     return Sebulba(
+        transport=transport,
         make_env=lambda i: make_vec(run.spec, members * run.per_member, mode=config.actor.envs),
         policy=programs.policy,
         view=None if programs.view is None else lambda states, version: programs.view(states, run.hparams, version),
@@ -464,9 +546,18 @@ def _pipeline(run: HostRun, programs: _Programs, start: int, stop_after: int | N
         actor_device=actor_device,
         start_update=start,
         describe_env=lambda actor, env: (
-            f"env {run.spec.name}: seed {run.seeds[env // run.per_member]} (its env {env % run.per_member} in actor {actor})"
+            f"env {run.spec.name}: seed {run.seeds[env // run.per_member]} "
+            f"(its env {env % run.per_member} in {unit} {actor})"
         ),
     )
+
+
+def _actors_text(config: Config) -> str:
+    a = config.actor
+    if a.kind == "ray":
+        where = a.address or "a local Ray runtime"
+        return f"{a.runners} Ray env runner(s) ({a.cpus_per_runner:g} CPU each, {a.strategy}, on {where})"
+    return f"{a.threads} actor thread(s)"
 
 
 def run_host(
@@ -474,10 +565,33 @@ def run_host(
 ) -> int:
     """Train ``config`` (a host env) through the pipeline; returns the exit code.
     ``stop_after_chunks``: stop there with a checkpoint (tests, scripted preemption)."""
-    import jax
-
     started = time.perf_counter()
     run = prepare_host(config)
+    config = run.config  # actor.envs_per_runner sets num_envs
+    ray_started = False
+    if config.actor.kind == "ray":  # join (or start) Ray and check its CPUs before anything is written
+        a = config.actor
+        ray_started = connect(a.address, a.runners, a.cpus_per_runner, a.strategy)
+    try:
+        return _run_host(run, log, stopper, stop_after_chunks, started, ray_started)
+    finally:
+        if ray_started:  # the runners' close shuts it down; a run stopped before them, here
+            import ray
+
+            ray.shutdown()
+
+
+def _run_host(
+    run: HostRun,
+    log: Callable[[str], None],
+    stopper: StopRequest,
+    stop_after_chunks: int | None,
+    started: float,
+    ray_started: bool,
+) -> int:
+    import jax
+
+    config = run.config
     resuming = config.resume is not None
     run_dir = config.run_dir if resuming else new_run_dir(config)
     data = {
@@ -493,7 +607,7 @@ def run_host(
     members = len(run.seeds)
     log(
         f"{run.spec.name} · {config.algo.name} · {members} seed(s) × {config.num_envs} envs in "
-        f"{config.actor.threads} actor thread(s) · {run.num_updates} updates · actor–learner pipeline "
+        f"{_actors_text(config)} · {run.num_updates} updates · actor–learner pipeline "
         f"(policy lag ≤ {0 if config.actor.sync else config.actor.max_lag})"
     )
     stop_after_updates = None if stop_after_chunks is None else stop_after_chunks * run.chunk_updates
@@ -508,7 +622,7 @@ def run_host(
         states = jax.device_put(states, devices[-1])
     programs = _compile(run, programs, states, actor_device)
     compile_s = time.perf_counter() - t0
-    pipeline = _pipeline(run, programs, start, stop_after_updates, actor_device)
+    pipeline = _pipeline(run, programs, start, stop_after_updates, actor_device, ray_started, log)
     writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
     if resuming:
         writer.truncate(lambda r: r.get("update", 0) <= start)
@@ -526,8 +640,8 @@ def _drive(
 ) -> int:
     """The pipeline from update ``start`` to the budget (or ``stop_after_updates``), then the summary."""
     run, pipeline, log, stopper = loop.run, loop.pipeline, loop.log, loop.stopper
-    pipeline.start(states, start, run.spec.obs_shape)
     try:
+        pipeline.start(states, start, run.spec.obs_shape)
         states, records, reports, train_s, reason = _train(loop, states, start)
     except HostEnvError as error:
         return _stopped(loop, str(error), 2)
@@ -594,7 +708,7 @@ def _finish(
     evals = [r for r in records if isinstance(r, EvalRecord)]
     final = [float(v) for v in evals[-1].eval_return]
     total = run.num_updates * config.rollout_size
-    totals = _pipeline_totals(reports, config.algo) if reports else {}
+    totals = _pipeline_totals(reports, config) if reports else {}
     result = {
         "env": run.spec.name,
         "algo": config.algo.name,

@@ -127,9 +127,10 @@ def _normalize_override(item: str, int_keys: set[str], str_keys: set[str] | None
 
 def normalize_overrides(items: list[str]) -> list[str]:
     """The override rewriting :func:`parse` applies (for other hydra parsers):
-    ``env=X`` → ``env.name=X``, ``2e5`` for integers, quoting of free text."""
+    ``env=X`` → ``env.name=X``, ``actor=X`` → ``actor.kind=X``, ``2e5`` for integers, quoting of free text."""
     int_keys, str_keys = _int_keys(), _str_keys()
     items = ["env.name=" + o.partition("=")[2] if o.partition("=")[0].strip() == "env" else o for o in items]
+    items = ["actor.kind=" + o.partition("=")[2] if o.partition("=")[0].strip() == "actor" else o for o in items]
     return [_normalize_override(o, int_keys, str_keys) for o in items]
 
 

@@ -99,6 +99,13 @@ def prepare(
     (default: :func:`members_of`) and — unless ``layout=False`` (a launcher
     that leaves the layout to each job's machine) — the device layout."""
     process = process or Process()
+    if config.actor.kind != "threads":
+        raise ConfigError(
+            "actor",
+            config.actor.kind,
+            f"steps host envs (env=gymnasium:…, envpool:…) and env={config.env.name} steps inside the compiled program",
+            "drop actor= for this env",
+        )
     env = build_env(config) if env is None else env
     check_env_actions(config, env)
     trainer = make_train(config, env)
