@@ -40,7 +40,8 @@ USAGE = """usage: python -m jaxrl.train env=NAME [algo=ppo] [seeds=N] [key=value
                           (every id: python -c "import jaxrl.envs; print(jaxrl.envs.names())");
                           host envs: gymnasium:CartPole-v1 (any gymnasium id; env.module=M
                           imports M first), trained by actor threads + one learner:
-                          actor.threads=1 actor.max_lag=1 actor.sync=false actor.envs=sync|async
+                          actor.threads=1 actor.max_lag=1 actor.sync=false actor.envs=sync|async;
+                          or by env runners on Ray: actor=ray actor.runners=2 actor.address=HOST:PORT
   algo=ppo                ppo | a2c | reinforce | impala (policy gradient), sac | td3 (continuous,
                           replay), pqn | dqn (discrete, Q-learning); jaxrl.algos.register adds yours
   seeds=16 | seeds=[0,5]  number of seeds (ids seed..seed+N-1) or explicit ids

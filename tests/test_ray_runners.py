@@ -6,8 +6,8 @@ The Ray pipeline shares everything but transport with the thread pipeline:
 lock-step runs of both give the same learner records, number for number. The
 docs' command learns CartPole on a local Ray runtime; on the cluster, a runner
 whose process is killed mid-run is replaced and the run finishes with the
-drop counted; SIGINT leaves no runner alive; an env that raises in a runner
-is the run's one line; bad input is one line and exit 2 before anything is
+drop counted; SIGINT leaves no runner alive; an env that raises or hangs in
+a runner is the run's one line; bad input is one line and exit 2 before anything is
 written.
 """
 
@@ -159,6 +159,17 @@ def test_an_env_that_raises_in_a_runner_is_one_line(cluster, home, tmp_path):
     assert proc.returncode == 2 and len(lines) == 1, err[-3000:]
     assert "gymnasium:JaxrlRaises-v0: seed 0" in lines[0] and "in runner 0" in lines[0], lines[0]
     assert "RuntimeError: the simulator lost its state" in lines[0] and "Traceback" not in err
+    assert _runner_pids() == {}
+
+
+def test_a_hung_env_in_a_runner_is_stopped_by_the_watchdog(cluster, home, tmp_path):
+    args = ["env=gymnasium:JaxrlHangs-v0", *TOY, "actor=ray", f"actor.address={cluster}", "total_timesteps=2048"]
+    proc = _cli([*args, "num_evals=4", "actor.timeout_s=2", f"run_dir={tmp_path / 'run'}", "plots=false"], home)
+    _, err = proc.communicate(timeout=300)
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(lines) == 1, err[-3000:]
+    assert "actor.timeout_s: an env step of runner" in lines[0] and "has not returned" in lines[0], lines[0]
+    assert "last checkpoint: chunk" in lines[0] and "Traceback" not in err
     assert _runner_pids() == {}
 
 
