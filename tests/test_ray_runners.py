@@ -38,7 +38,7 @@ TOY = ["env.module=tests.toy_host_envs", "seeds=2", "num_envs=2", "algo.num_step
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A two-node Ray cluster on this machine (2 CPUs per node); this process is connected to it."""
+    """A two-node Ray cluster on this machine (2 CPUs per node, ``.address``); this process is connected to it."""
     from ray.cluster_utils import Cluster
 
     with ray_lock(tmp_path_factory):
@@ -47,7 +47,7 @@ def cluster(tmp_path_factory):
             nodes.add_node(num_cpus=2)
             nodes.wait_for_nodes()
             ray.init(address=nodes.address, log_to_driver=False, logging_level="ERROR")
-            yield nodes.address
+            yield nodes
         finally:
             ray.shutdown()
             nodes.shutdown()
@@ -94,7 +94,7 @@ def test_a_killed_runner_is_replaced_and_the_drop_counted(cluster, home):
     """The docs' cluster command (on the two-node cluster; runners spread one per
     node): runner 0's process is killed mid-run; a new runner takes its bundle,
     its trajectory is dropped, the run finishes and learns, no runner is left."""
-    args = ["env=gymnasium:CartPole-v1", "seeds=4", "actor=ray", "actor.runners=2", f"actor.address={cluster}"]
+    args = ["env=gymnasium:CartPole-v1", "seeds=4", "actor=ray", "actor.runners=2", f"actor.address={cluster.address}"]
     args += ["actor.strategy=SPREAD", "total_timesteps=40000", "num_evals=8", "eval.episodes=4", "plots=false"]
     proc = _cli(args, home)
     for line in proc.stderr:
@@ -116,10 +116,50 @@ def test_a_killed_runner_is_replaced_and_the_drop_counted(cluster, home):
     assert sum(r["pipeline"]["replaced"] for r in updates) == 1
     assert summary["iqm"] > 200, summary["final_eval_return"]  # random play: ≈ 22
     assert _runner_pids() == {}
+    # after training, as for any run: evaluate the seeds' policies on fresh episodes
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrl.evaluate", str(run_dir), "episodes=2"],
+        capture_output=True,
+        text=True,
+        cwd=home,
+        env=user_env(),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((run_dir / "evaluation.json").read_text())
+    assert [s["seed"] for s in result["seeds"]] == [0, 1, 2, 3] and all(len(s["returns"]) == 2 for s in result["seeds"])
+
+
+def test_a_lost_node_is_replaced_on_the_nodes_left(cluster, home, tmp_path):
+    """The node of runner 1 (runners spread one per node) leaves the cluster mid-run:
+    Ray re-places its bundle on the head, where a new runner takes over; then the node comes back."""
+    worker = [node for node in cluster.list_all_nodes() if not node.head][0]
+    args = ["env=gymnasium:CartPole-v1", "seeds=2", "actor=ray", f"actor.address={cluster.address}"]
+    args += ["actor.strategy=SPREAD", "total_timesteps=20000", "num_evals=4", "eval.episodes=2"]
+    proc = _cli([*args, f"run_dir={tmp_path / 'run'}", "plots=false"], home)
+    try:
+        for line in proc.stderr:
+            if line.startswith("chunk 1/"):
+                break
+        cluster.remove_node(worker)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        cluster.add_node(num_cpus=2)
+        cluster.wait_for_nodes()
+    assert proc.returncode == 0, err[-3000:]
+    assert "died (ActorDiedError)" in err and "Traceback" not in err, err[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["pipeline"]["runners_replaced"] >= 1 and len(summary["final_eval_return"]) == 2
 
 
 def test_sigint_stops_every_runner_and_keeps_the_checkpoint(cluster, home, tmp_path):
-    args = ["env=gymnasium:JaxrlSlow-v0", *TOY, "actor=ray", f"actor.address={cluster}", "total_timesteps=100000"]
+    args = [
+        "env=gymnasium:JaxrlSlow-v0",
+        *TOY,
+        "actor=ray",
+        f"actor.address={cluster.address}",
+        "total_timesteps=100000",
+    ]
     proc = _cli([*args, "num_evals=1000", f"run_dir={tmp_path / 'run'}", "plots=false"], home)
     for line in proc.stderr:
         if line.startswith("chunk 2/"):
@@ -140,7 +180,7 @@ def test_lock_step_runs_on_threads_and_on_ray_runners_are_the_same(cluster, home
     base = ["env=gymnasium:CartPole-v1", "seeds=2", "actor.sync=true", "total_timesteps=4096", "num_evals=2"]
     base += ["eval.episodes=2", "plots=false"]
     rows = {}
-    for name, kind in (("threads", ["actor.threads=2"]), ("ray", ["actor=ray", f"actor.address={cluster}"])):
+    for name, kind in (("threads", ["actor.threads=2"]), ("ray", ["actor=ray", f"actor.address={cluster.address}"])):
         proc = _cli([*base, *kind, f"run_dir={tmp_path / name}"], home)
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
@@ -152,7 +192,13 @@ def test_lock_step_runs_on_threads_and_on_ray_runners_are_the_same(cluster, home
 
 
 def test_an_env_that_raises_in_a_runner_is_one_line(cluster, home, tmp_path):
-    args = ["env=gymnasium:JaxrlRaises-v0", *TOY, "actor=ray", f"actor.address={cluster}", "total_timesteps=2048"]
+    args = [
+        "env=gymnasium:JaxrlRaises-v0",
+        *TOY,
+        "actor=ray",
+        f"actor.address={cluster.address}",
+        "total_timesteps=2048",
+    ]
     proc = _cli([*args, "num_evals=4", f"run_dir={tmp_path / 'run'}", "plots=false"], home)
     _, err = proc.communicate(timeout=300)
     lines = [line for line in err.splitlines() if line.startswith("error:")]
@@ -163,7 +209,13 @@ def test_an_env_that_raises_in_a_runner_is_one_line(cluster, home, tmp_path):
 
 
 def test_a_hung_env_in_a_runner_is_stopped_by_the_watchdog(cluster, home, tmp_path):
-    args = ["env=gymnasium:JaxrlHangs-v0", *TOY, "actor=ray", f"actor.address={cluster}", "total_timesteps=2048"]
+    args = [
+        "env=gymnasium:JaxrlHangs-v0",
+        *TOY,
+        "actor=ray",
+        f"actor.address={cluster.address}",
+        "total_timesteps=2048",
+    ]
     proc = _cli([*args, "num_evals=4", "actor.timeout_s=2", f"run_dir={tmp_path / 'run'}", "plots=false"], home)
     _, err = proc.communicate(timeout=300)
     lines = [line for line in err.splitlines() if line.startswith("error:")]
@@ -188,7 +240,7 @@ def test_a_hung_env_in_a_runner_is_stopped_by_the_watchdog(cluster, home, tmp_pa
     ],
 )
 def test_bad_ray_input_exits_2_with_one_line_and_writes_nothing(cluster, tmp_path, args, field):
-    address = [f"actor.address={cluster}"] if "CLUSTER" in args else []
+    address = [f"actor.address={cluster.address}"] if "CLUSTER" in args else []
     args = [a for a in args if a != "CLUSTER"]
     env = [] if any(a.startswith("env=") for a in args) else ["env=gymnasium:CartPole-v1"]
     proc = _cli([*env, "actor=ray", *args, *address, f"runs_root={tmp_path / 'runs'}"], tmp_path)
