@@ -153,7 +153,8 @@ def test_field_policies_are_declared_once_and_derived():
     """What may change on resume, what may be swept and what is traced come
     from each field's own declaration (jaxrl.core.fields)."""
     assert set(RESUMABLE) == {
-        *(f"actor.{k}" for k in ("threads", "max_lag", "sync", "envs", "timeout_s")),
+        *(f"actor.{k}" for k in ("kind", "threads", "max_lag", "sync", "envs", "timeout_s", "runners")),
+        *(f"actor.{k}" for k in ("envs_per_runner", "cpus_per_runner", "strategy", "address", "max_replaced")),
         "progress",
         "plots",
         "keep",
