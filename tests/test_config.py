@@ -180,38 +180,69 @@ def test_field_policies_are_declared_once_and_derived():
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("algo", ["td3", "sac"])
-def test_the_critic_fields_at_their_defaults_leave_older_runs_hash(algo):
-    """TD3 and SAC runs written before ``algo.critic``/``atoms``/``v_min``/``v_max`` existed
-    hashed a config without them: at their defaults they stay out of the digest
-    (so those runs resume); any other value is in it."""
+@pytest.mark.parametrize("algo", ["td3", "sac", "ppo"])
+def test_fields_added_at_their_defaults_leave_older_runs_hash(algo):
+    """Runs written before ``algo.critic``/``atoms``/``v_min``/``v_max`` (TD3, SAC) and
+    ``env.module`` existed hashed a config without them, and runs written before
+    ``preset`` and the fast recipe's ``algo.weight_decay``/``norm``/``critic_hidden_sizes``
+    (TD3, SAC; TD3's ``noise_scales``/``noise_min``) a config with the first but not
+    these: at their defaults the fields stay out of the digest, and the digests a
+    resume accepts include each older version's (so those runs resume); any other
+    value is in it."""
     import dataclasses
+
+    import jax
+    import numpy as np
 
     from jaxrl.core.fields import policy_of
     from jaxrl.run.checkpoint import config_hash
     from jaxrl.run.overrides import resolve, to_dict
-    from jaxrl.run.rundir import config_digest, jsonable
+    from jaxrl.run.rundir import config_digest, config_digests, jsonable
     from jaxrl.run.spec import prepare
 
     config = resolve(["env=pendulum", f"algo={algo}", "total_timesteps=2048"])
     spec = prepare(config, "unused", layout=False)
-    older = to_dict(config)  # what the version before these fields hashed
-    for f in dataclasses.fields(type(config)):
-        if not policy_of(f).hashed:
-            older.pop(f.name, None)
-    older["env"].pop("module")
-    for name in ("critic", "atoms", "v_min", "v_max"):
-        older["algo"].pop(name)
-    import jax
-    import numpy as np
-
     members = spec.members
-    older["_members"] = {
-        "seeds": list(members.seeds),
-        "config_index": list(members.config_index),
-        "labels": list(members.labels),
-        "hparams": jsonable(jax.tree.map(np.asarray, members.hparams).to_dict()),
-    }
-    assert config_digest(spec) == config_hash(older)
-    categorical = resolve(["env=pendulum", f"algo={algo}", "total_timesteps=2048", "algo.critic=categorical"])
-    assert config_digest(prepare(categorical, "unused", layout=False)) != config_digest(spec)
+
+    def written_by(dropped: dict[str, tuple[str, ...]]) -> str:
+        """The hash a version without the ``dropped`` fields ({section: names}; "": top level) wrote."""
+        data = to_dict(config)
+        for f in dataclasses.fields(type(config)):
+            if not policy_of(f).hashed:
+                data.pop(f.name, None)
+        for section, names in dropped.items():
+            for name in names:
+                (data[section] if section else data).pop(name)
+        data["_members"] = {
+            "seeds": list(members.seeds),
+            "config_index": list(members.config_index),
+            "labels": list(members.labels),
+            "hparams": jsonable(jax.tree.map(np.asarray, members.hparams).to_dict()),
+        }
+        return config_hash(data)
+
+    critic = ("critic", "atoms", "v_min", "v_max") if algo != "ppo" else ()
+    fast = {"td3": ("critic_hidden_sizes", "norm", "weight_decay", "noise_scales", "noise_min"), "ppo": ()}
+    fast_fields = fast.get(algo, ("critic_hidden_sizes", "norm", "weight_decay"))
+    later = ("policy_delay",) if algo == "sac" else ()  # added after the fast recipe
+    first = written_by({"env": ("module",), "algo": critic + fast_fields + later, "": ("preset",)})
+    # the version that added preset= and the fast recipe hashed those at their defaults too
+    fast_version = written_by({"env": ("module",), "algo": critic + later})
+    assert config_digest(spec) == first and fast_version in config_digests(spec)
+    # host runs (jaxrl.run.host) hashed every field that existed, at any value
+    from jaxrl.run.rundir import HOST_KEPT_BEFORE, accepted_hashes
+
+    data = to_dict(config)
+    host = accepted_hashes(data, config, HOST_KEPT_BEFORE)
+    for existed in (later, later + fast_fields):  # before policy_delay; before the fast recipe too
+        older = to_dict(config)
+        for name in existed:
+            older["algo"].pop(name)
+        if existed == later + fast_fields:
+            older.pop("preset")
+        assert config_hash(older) in host
+    if algo != "ppo":
+        categorical = resolve(["env=pendulum", f"algo={algo}", "total_timesteps=2048", "algo.critic=categorical"])
+        assert config_digest(prepare(categorical, "unused", layout=False)) != config_digest(spec)
+        decayed = resolve(["env=pendulum", f"algo={algo}", "total_timesteps=2048", "algo.weight_decay=0.1"])
+        assert config_digest(prepare(decayed, "unused", layout=False)) != config_digest(spec)

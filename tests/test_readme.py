@@ -289,6 +289,13 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "1",
         "eval.episodes": "4",
     },
+    # FastSAC's settings at the same scale, 2 seeds at 16k steps
+    "python -m jaxrl.train env=pendulum algo=sac preset=fast seeds=4": {
+        "seeds": "2",
+        "total_timesteps": "16000",
+        "num_evals": "1",
+        "eval.episodes": "4",
+    },
     "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": {
         "seeds": "2",
         "total_timesteps": "10000",
@@ -360,6 +367,7 @@ CI_BUDGETS: dict[str, dict[str, str]] = {
         _SMOKE_PENDULUM
     ),
     "python -m jaxrl.train env=pendulum algo=td3 preset=fast seeds=4": _SMOKE_PENDULUM,
+    "python -m jaxrl.train env=pendulum algo=sac preset=fast seeds=4": _SMOKE_PENDULUM,
     "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=dqn seeds=4": {"total_timesteps": "8000", **_SMOKE},
 }
 LEARNING_BUDGETS = {command: COMMANDS[command] for command in CI_BUDGETS}

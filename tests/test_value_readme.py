@@ -22,7 +22,11 @@ VALUE = [
     for c in COMMANDS
     if c.startswith("python -m jaxrl.train")
     and not re.search(r"env=(gymnasium|envpool):", c)  # host envs: tests/test_host_envs.py, tests/test_envpool.py
-    and (re.search(r"algo=(pqn|dqn|c51|qrdqn|iqn|rainbow|td3)\b", c) or "algo.critic=categorical" in c)
+    and (
+        re.search(r"algo=(pqn|dqn|c51|qrdqn|iqn|rainbow|td3)\b", c)
+        or "algo.critic=categorical" in c
+        or "preset=fast" in c
+    )
 ]
 NOISE_SWEEP = next(c for c in COMMANDS if c.startswith("python -m jaxrl.sweep") and "algo=td3" in c)
 # at the CI budgets of COMMANDS: (statistic, floor) each run must reach ("min": every seed's final
@@ -43,6 +47,7 @@ LEARNS = {
     "python -m jaxrl.train env=cartpole algo=rainbow seeds=16": ("iqm", 200.0),  # 30k steps: 498, 500
     "python -m jaxrl.train env=acrobot algo=rainbow seeds=8": ("iqm", -300.0),  # 30k steps: −73, −99
     "python -m jaxrl.train env=pendulum algo=td3 preset=fast seeds=4": ("iqm", -900.0),  # random play ≈ −1200
+    "python -m jaxrl.train env=pendulum algo=sac preset=fast seeds=4": ("iqm", -900.0),
     # TD3's categorical critic at 8k steps (random play ≈ −1200; every seed ≥ −208 from 8.7k on)
     "python -m jaxrl.train env=pendulum algo=td3 seeds=4 algo.critic=categorical algo.v_min=-1600 algo.v_max=0": (
         "iqm",

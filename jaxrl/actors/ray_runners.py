@@ -42,6 +42,7 @@ from jaxrl.actors.sebulba import (
 )
 from jaxrl.core.errors import ConfigError, install_command
 from jaxrl.envs.host import HostVecEnv
+from jaxrl.perf import platform
 
 __all__ = ["STRATEGIES", "RayRunners", "RunnerParts", "connect", "live_runners"]
 
@@ -290,9 +291,7 @@ class RayRunners:
 
         slot = self.slots[index]
         slot.generation += 1
-        env_vars = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
-        # the learner's working directory and PYTHONPATH, for env.module (a path that is not on a node is skipped)
-        env_vars["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *filter(None, [os.environ.get("PYTHONPATH")])])
+        env_vars = platform.worker_env()  # one CPU device; env.module importable as in the learner's process
         slot.handle = self.cls.options(
             num_cpus=self.cpus,
             scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=index),

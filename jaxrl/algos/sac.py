@@ -33,7 +33,7 @@ from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
 from jaxrl.algos.qvalue import ValueHead, smaller_twin, twin_critic, validate_critic
 from jaxrl.algos.replay import Transition, scale_action
-from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, UNIT, Range, check_mlp
+from jaxrl.core.checks import NON_NEGATIVE, OPEN_UNIT, POSITIVE, POSITIVE_INT, UNIT, Range, check_mlp
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, Behaviour, LoopMetrics, own_metrics
 from jaxrl.core.errors import ConfigError
@@ -85,6 +85,7 @@ class SACConfig:
     critic_hidden_sizes: tuple[int, ...] = ()  # the critics' MLP widths (empty: algo.hidden_sizes)
     norm: str = "none"  # layer_norm | none: a LayerNorm before each activation of the critics' MLPs
     weight_decay: float = setting(0.0, check=NON_NEGATIVE)  # > 0: AdamW (decoupled decay) for actor and critics
+    policy_delay: int = setting(1, check=POSITIVE_INT)  # critic steps per actor and temperature step (FastSAC: 4)
     # --- traced -------------------------------------------------------------
     lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-1, True))  # actor and critic
     alpha_lr: float = traced(3e-4, check=POSITIVE, pbt=(1e-5, 1e-2, True))  # temperature
@@ -256,6 +257,7 @@ def gradient_step(
     noise: jax.Array | None = None,
     optimizer: optim.Optimizer | None = None,
     head: ValueHead = SCALAR,
+    actor_step: Any = True,
 ) -> tuple[SACState, StepMetrics]:
     """Critics, then actor and temperature, then the target critics (``τ``).
     The actor and the critics take a step of ``optimizer`` (default: clip +
@@ -264,6 +266,8 @@ def gradient_step(
     The two policy samples (the critic target's ``a'`` and the actor loss's
     ``ã``) come from ``key``, or from their standard-normal ``noise``
     ``[2, B, d]`` when given (``key`` is then unused and may be ``None``).
+    ``actor_step``: a traced bool, false for a critic-only step (``policy_delay``;
+    the actor's and temperature's losses and the entropy are then 0).
     """
     if noise is None:
         key_critic, key_actor = jax.random.split(key)
@@ -288,24 +292,39 @@ def gradient_step(
     critic_params, critic_opt, grad_norm = optim.apply(
         state.critic_params, c_grads, state.critic_opt, hp.lr, hp.max_grad_norm, optimizer=optimizer
     )
-    (a_loss, logp), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
-        state.actor_params,
-        critic_params,
-        state.log_alpha,
-        batch.obs,
-        key_actor,
-        actor,
-        critic,
-        space,
-        noise=noise_actor,
-        head=head,
-    )
-    actor_params, actor_opt, _ = optim.apply(
-        state.actor_params, a_grads, state.actor_opt, hp.lr, hp.max_grad_norm, optimizer=optimizer
-    )
-    target_entropy = -hp.target_entropy_scale * float(np.prod(space.shape))
-    al_loss, al_grad = jax.value_and_grad(alpha_loss)(state.log_alpha, logp, target_entropy)
-    log_alpha, alpha_opt, _ = optim.apply(state.log_alpha, al_grad, state.alpha_opt, hp.alpha_lr, jnp.float32(1e10))
+
+    def actor_and_temperature(held: tuple) -> tuple:
+        actor_params, actor_opt, log_alpha, alpha_opt = held
+        (a_loss, logp), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
+            actor_params,
+            critic_params,
+            log_alpha,
+            batch.obs,
+            key_actor,
+            actor,
+            critic,
+            space,
+            noise=noise_actor,
+            head=head,
+        )
+        actor_params, actor_opt, _ = optim.apply(
+            actor_params, a_grads, actor_opt, hp.lr, hp.max_grad_norm, optimizer=optimizer
+        )
+        target_entropy = -hp.target_entropy_scale * float(np.prod(space.shape))
+        al_loss, al_grad = jax.value_and_grad(alpha_loss)(log_alpha, logp, target_entropy)
+        log_alpha, alpha_opt, _ = optim.apply(log_alpha, al_grad, alpha_opt, hp.alpha_lr, jnp.float32(1e10))
+        return (actor_params, actor_opt, log_alpha, alpha_opt), (a_loss, al_loss, logp)
+
+    def critic_only(held: tuple) -> tuple:
+        zero = jnp.zeros((), jnp.float32)
+        return held, (zero, zero, jnp.zeros(batch.obs.shape[:1], jnp.float32))
+
+    held = (state.actor_params, state.actor_opt, state.log_alpha, state.alpha_opt)
+    if actor_step is True:
+        done, (a_loss, al_loss, logp) = actor_and_temperature(held)
+    else:
+        done, (a_loss, al_loss, logp) = jax.lax.cond(actor_step, actor_and_temperature, critic_only, held)
+    actor_params, actor_opt, log_alpha, alpha_opt = done
     target_params = jax.tree.map(lambda t, c: (1.0 - hp.tau) * t + hp.tau * c, state.target_params, critic_params)
     new_state = state.replace(
         actor_params=actor_params,
@@ -442,17 +461,38 @@ def make_agent(
         index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
         noise = jax.random.normal(key_noise, (grad_steps, 2, algo.batch_size, dim))
 
+        # policy_delay > 1: the actor and temperature step on every policy_delay-th
+        # gradient step of the run (counted across updates), the critics on each
+        delay = algo.policy_delay
+        actor_steps = (update_idx * grad_steps + jnp.arange(grad_steps)) % delay == 0 if delay > 1 else None
+
         def step(state, inputs):
-            index, noise = inputs
+            index, noise, *acting = inputs
             sampled = buffers.take(state.buffer, index)
             if algo.normalize_obs:
                 sampled = sampled._replace(obs=prep(state, sampled.obs), next_obs=prep(state, sampled.next_obs))
             return gradient_step(
-                state, sampled, None, hp, actor, critic, space, noise=noise, optimizer=optimizer, head=head
+                state,
+                sampled,
+                None,
+                hp,
+                actor,
+                critic,
+                space,
+                noise=noise,
+                optimizer=optimizer,
+                head=head,
+                actor_step=acting[0] if acting else True,
             )
 
-        state, m = jax.lax.scan(step, state.replace(key=key), (index, noise))
-        m = jax.tree.map(jnp.mean, m)
+        scanned = (index, noise) if actor_steps is None else (index, noise, actor_steps)
+        state, m = jax.lax.scan(step, state.replace(key=key), scanned)
+        if actor_steps is None:
+            m = jax.tree.map(jnp.mean, m)
+        else:  # the actor's figures over its own steps (0 in an update without one)
+            weight = actor_steps.astype(jnp.float32) / jnp.maximum(jnp.sum(actor_steps), 1)
+            over_actor = {"actor_loss", "alpha_loss", "entropy"}
+            m = StepMetrics(*(jnp.sum(v * weight) if k in over_actor else jnp.mean(v) for k, v in m._asdict().items()))
         finite = (
             jnp.isfinite(m.critic_loss)
             & jnp.isfinite(m.actor_loss)

@@ -25,6 +25,7 @@ from importlib import metadata
 from jaxrl.core.errors import ConfigError
 
 __all__ = [
+    "worker_env",
     "Process",
     "process_settings",
     "configure",
@@ -220,6 +221,16 @@ def enable_compile_cache(setting: str, auto: str = "") -> str | None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.3)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return path
+
+
+def worker_env() -> dict[str, str]:
+    """The environment of a worker process that runs jaxrl's programs on its own
+    CPU (a Ray env runner): the CPU backend with one XLA device, and this
+    process's working directory and ``PYTHONPATH`` on its import path (so a
+    module ``env.module`` names imports there too, on this machine or a shared
+    file system)."""
+    path = os.pathsep.join([os.getcwd(), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONPATH": path}
 
 
 def usable_cores() -> int:

@@ -33,13 +33,13 @@ from jaxrl.envs.core import Discrete, Env
 from jaxrl.envs.host import HostSpec, host_spec, make_vec
 from jaxrl.nets.networks import is_recurrent
 from jaxrl.run import stats, summary
-from jaxrl.run.checkpoint import Checkpointer, config_hash
+from jaxrl.run.checkpoint import Checkpointer
 from jaxrl.run.io import JsonlWriter, write_json
 from jaxrl.run.logs import flat, format_count, open_dashboards
 from jaxrl.run.overrides import to_dict
 from jaxrl.run.records import EvalRecord, UpdateRecord
 from jaxrl.run.records import read as read_records
-from jaxrl.run.rundir import new_run_dir, save_checkpoint, write_config
+from jaxrl.run.rundir import HOST_KEPT_BEFORE, accepted_hashes, new_run_dir, save_checkpoint, write_config
 from jaxrl.run.signals import StopRequest
 
 __all__ = [
@@ -474,7 +474,12 @@ def _train(loop: _Loop, states: Any, start: int) -> tuple[Any, list[Any], list[U
 
 
 def _start_states(
-    run: HostRun, programs: _Programs, run_dir: str, resuming: bool, chash: str, log: Callable[[str], None]
+    run: HostRun,
+    programs: _Programs,
+    run_dir: str,
+    resuming: bool,
+    digests: tuple[str, ...],
+    log: Callable[[str], None],
 ) -> tuple[Any, int, Checkpointer | None]:
     import jax
 
@@ -489,7 +494,7 @@ def _start_states(
     device = jax.devices()[0]
     shardings = jax.tree.map(lambda _: jax.sharding.SingleDeviceSharding(device), abstract)
     restored = ckpt.restore(abstract, shardings)
-    if restored.meta.get("config_hash") != chash:
+    if restored.meta.get("config_hash") not in digests:
         raise ConfigError("resume", run_dir, "was written with other settings", "resume with its own config.yaml")
     update = int(restored.meta["update"])
     log(f"resuming at update {update}: the learner's state is restored; host env episodes in flight restart")
@@ -599,7 +604,9 @@ def _run_host(
         for k, v in to_dict(config).items()
         if k not in ("run_dir", "runs_root", "resume", "actor", "progress", "plots", "keep", "checkpoint", "logger")
     }
-    chash = config_hash(data)
+    digests = accepted_hashes(data, config, HOST_KEPT_BEFORE)  # this version's first, then earlier ones'
+
+    chash = digests[0]
     if not resuming:
         make_dir("run_dir" if config.run_dir else "runs_root", run_dir)
         write_config(os.path.join(run_dir, "config.yaml"), dataclasses.replace(config, run_dir=run_dir))
@@ -613,7 +620,7 @@ def _run_host(
     stop_after_updates = None if stop_after_chunks is None else stop_after_chunks * run.chunk_updates
     programs = _programs(run)
     t0 = time.perf_counter()
-    states, start, ckpt = _start_states(run, programs, run_dir, resuming, chash, log)
+    states, start, ckpt = _start_states(run, programs, run_dir, resuming, digests, log)
     # the learner on the last accelerator, the actors on the first, where there are several (the
     # CPU's devices share one client: splitting them costs copies and saves no waiting)
     devices = jax.devices()

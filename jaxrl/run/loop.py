@@ -30,7 +30,7 @@ from jaxrl.run.logs import LiveProgress, flat, format_count, open_dashboards
 from jaxrl.run.overrides import to_dict
 from jaxrl.run.parallel import is_primary, to_host
 from jaxrl.run.profile import breakdown, format_breakdown
-from jaxrl.run.rundir import config_digest, discard, layout_note, save_checkpoint
+from jaxrl.run.rundir import config_digests, discard, layout_note, save_checkpoint
 from jaxrl.run.signals import StopRequest
 from jaxrl.run.spec import RunSpec
 from jaxrl.trainer.loop import Progress
@@ -138,8 +138,9 @@ def open_session(spec: RunSpec, log: Callable[[str], None]) -> Session:
     too_big = memory.sizes_fix(config, spec.num_members)
     state_bytes = memory.state_bytes(built.abstract, spec.layout, spec.algorithm.env_fields)
     _fits(spec, lambda: memory.check(state_bytes, spec.layout, "the state", too_big))
-    chash, layout = config_digest(spec), parallel.layout_record(spec.layout)
-    restored = _restore(spec, built, chash, layout) if spec.resuming else None
+    digests, layout = config_digests(spec), parallel.layout_record(spec.layout)
+    chash = digests[0]
+    restored = _restore(spec, built, digests, layout) if spec.resuming else None
     checkpointer = restored[0] if restored else _new_run(spec)
     _announce(spec, log)
     metrics_log = JsonlWriter(os.path.join(spec.run_dir, "metrics.jsonl"))
@@ -171,14 +172,14 @@ def _fits(spec: RunSpec, check: Callable[[], None]) -> None:
         raise
 
 
-def _restore(spec: RunSpec, built: program.Program, chash: str, layout: dict[str, Any]) -> tuple:
+def _restore(spec: RunSpec, built: program.Program, digests: tuple[str, ...], layout: dict[str, Any]) -> tuple:
     """``(checkpointer, carry, chunk, train_s before, notes)`` of the newest intact
     checkpoint — checked before anything is printed or compiled; unreadable newer
     ones moved aside so that their chunks can be written again."""
     checkpointer = Checkpointer(spec.run_dir, keep=spec.config.keep)
     restored = checkpointer.restore(built.abstract, built.shardings)
     meta = restored.meta
-    if meta.get("config_hash") != chash:
+    if meta.get("config_hash") not in digests:  # this version's digest, or an older version's of the same run
         raise ConfigError("resume", spec.run_dir, "checkpoint was written by a different config", "start a new run")
     notes = []
     note = program.fallback_note(restored, spec.trainer)

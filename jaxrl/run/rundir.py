@@ -28,6 +28,9 @@ __all__ = [
     "shared_run_dir",
     "write_config",
     "config_digest",
+    "config_digests",
+    "accepted_hashes",
+    "drop_added_at_default",
     "save_checkpoint",
     "layout_note",
     "discard",
@@ -96,11 +99,51 @@ def write_config(path: str, config: Config) -> None:
 
 
 # (section, field, algorithm or None: every one) of hashed fields added after runs
-# were written: at their default they are left out of the hash, so those runs still resume.
-ADDED_AT_DEFAULT = (
-    ("env", "module", None),
-    *(("algo", name, algo) for algo in ("td3", "sac") for name in ("critic", "atoms", "v_min", "v_max")),
+# were written: at their defaults they are left out of the hash, so runs written
+# before they existed still resume. Section "": a top-level field.
+_CRITIC = tuple(("algo", name, algo) for algo in ("td3", "sac") for name in ("critic", "atoms", "v_min", "v_max"))
+_FAST = (
+    ("", "preset", None),
+    *(("algo", name, algo) for algo in ("td3", "sac") for name in ("critic_hidden_sizes", "norm", "weight_decay")),
+    ("algo", "noise_scales", "td3"),
+    ("algo", "noise_min", "td3"),
 )
+ADDED_AT_DEFAULT = (("env", "module", None), *_CRITIC, *_FAST, ("algo", "policy_delay", "sac"))
+# What earlier versions wrote, as the added fields each kept in the hash at their defaults:
+# the compiled runs of the version that added _FAST kept them; host runs kept every field
+# that existed (before _FAST: env.module and _CRITIC; then those and _FAST).
+COMPILED_KEPT_BEFORE = (_FAST,)
+HOST_KEPT_BEFORE = ((("env", "module", None), *_CRITIC, *_FAST), (("env", "module", None), *_CRITIC))
+
+
+def drop_added_at_default(
+    data: dict[str, Any], config: Config, keep: tuple[tuple[str, str, str | None], ...] = ()
+) -> dict[str, Any]:
+    """``data`` (``config`` as a dict) without the :data:`ADDED_AT_DEFAULT` fields
+    (but those in ``keep``) that are at their defaults."""
+    for section, name, algo in ADDED_AT_DEFAULT:
+        if (section, name, algo) in keep or (algo is not None and config.algo.name != algo):
+            continue
+        if not section:
+            default = next(f.default for f in dataclasses.fields(Config) if f.name == name)
+            if name in data and data[name] == default:
+                data.pop(name)
+            continue
+        default = type(getattr(config, section))()  # the section's own defaults (algo: its algorithm's)
+        kept = data.get(section, {})
+        if name in kept and kept[name] == to_dict(default)[name]:
+            kept.pop(name)
+    return data
+
+
+def accepted_hashes(
+    data: dict[str, Any], config: Config, before: tuple[tuple[tuple[str, str, str | None], ...], ...]
+) -> tuple[str, ...]:
+    """The hashes a checkpoint of ``config`` (``data``: its hashed dict) may carry: this
+    version's first, then each earlier version's (``before``: the added fields it kept)."""
+    import copy
+
+    return tuple(config_hash(drop_added_at_default(copy.deepcopy(data), config, keep)) for keep in ((), *before))
 
 
 def config_digest(spec: Any) -> str:
@@ -108,6 +151,12 @@ def config_digest(spec: Any) -> str:
     config's hashed fields (a field's policy, :mod:`jaxrl.core.fields`: not
     where the run lives, nor how it is watched or laid out) and its members'
     seeds, configurations and hyperparameters."""
+    return config_digests(spec)[0]
+
+
+def config_digests(spec: Any) -> tuple[str, ...]:
+    """:func:`config_digest`, then the digests older versions wrote for the same run
+    (fields added since at their defaults: :data:`ADDED_AT_DEFAULT`); a checkpoint with any resumes."""
     import jax
     import numpy as np
 
@@ -115,13 +164,6 @@ def config_digest(spec: Any) -> str:
     for f in dataclasses.fields(Config):
         if not policy_of(f).hashed:
             data.pop(f.name, None)
-    for section, name, algo in ADDED_AT_DEFAULT:  # fields added later leave older runs' hashes as they were
-        if algo is not None and spec.config.algo.name != algo:
-            continue
-        default = type(getattr(spec.config, section))()  # the section's own defaults (algo: its algorithm's)
-        kept = data.get(section, {})
-        if name in kept and kept[name] == to_dict(default)[name]:
-            kept.pop(name)
     members = spec.members
     hparams = jax.tree.map(np.asarray, members.hparams)
     data["_members"] = {
@@ -130,7 +172,7 @@ def config_digest(spec: Any) -> str:
         "labels": list(members.labels),
         "hparams": jsonable(hparams.to_dict()),
     }
-    return config_hash(data)
+    return accepted_hashes(data, spec.config, COMPILED_KEPT_BEFORE)
 
 
 def save_checkpoint(checkpointer: Checkpointer, chunk: int, carry: Any, meta: dict[str, Any]) -> str | None:
