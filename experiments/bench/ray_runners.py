@@ -22,29 +22,10 @@ XLA all share this machine's cores: on 2 cores nothing can scale past 2.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def train(args: list[str], root: str, name: str) -> dict:
-    run_dir = os.path.join(root, name.replace(" ", "-").replace(",", ""))
-    env = {**os.environ, "PYTHONPATH": REPO}
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrl.train", *args, f"run_dir={run_dir}", "plots=false", "progress=false"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{name}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
-    with open(os.path.join(run_dir, "summary.json")) as f:
-        return json.load(f)
+from host_pipeline import train  # experiments/bench/host_pipeline.py: one CLI run, its summary.json
 
 
 def row(name: str, s: dict, base: float) -> str:
@@ -111,7 +92,7 @@ def main() -> None:
                 print(f"{title}\n{header}", flush=True)
                 base = None
                 for name, args in runs:
-                    summary = train(args, root, f"{title[:8]} {name}")
+                    summary = train(args, root, f"{title[:4]}-{name}".replace(" ", "-"))
                     base = base or summary["env_steps_per_s"]
                     print(row(name, summary, base), flush=True)
                 print()
