@@ -35,7 +35,7 @@ test: $(DEV)
 FAST := tests/test_advantages.py tests/test_distributions.py tests/test_normalize.py \
 	tests/test_optim.py tests/test_packing.py tests/test_stats.py tests/test_shuffle.py \
 	tests/test_recurrent.py tests/test_config.py tests/test_architecture.py \
-	tests/test_after_training.py tests/test_lineage.py tests/test_env_backend.py \
+	tests/test_lineage.py tests/test_env_backend.py \
 	tests/test_algorithm_seam.py tests/test_cli.py tests/test_vtrace.py \
 	tests/test_distributional.py tests/test_distributional_learners.py \
 	tests/test_prioritized.py tests/test_rainbow.py tests/test_fast_offpolicy.py

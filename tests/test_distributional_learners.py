@@ -105,8 +105,10 @@ def _oracle_items(head: ValueHead, network, state, batch, double, gamma, scale, 
     if head.kind == "implicit":
         taus, next_taus = head.sample_levels(key, len(ret))
 
+    forward = jax.jit(network.apply)
+
     def apply(params, obs, levels):
-        return np.asarray(network.apply(params, obs) if levels is None else network.apply(params, obs, levels), float)
+        return np.asarray(forward(params, obs) if levels is None else forward(params, obs, levels), float)
 
     out = apply(state.params, first.obs, taus)
     next_target = apply(state.target_params, next_obs, next_taus)
@@ -179,7 +181,9 @@ def test_one_gradient_steps_loss_equals_a_float64_loop(algo, n, double):
     batch = _batch(n * 10 + int(double), 64, n)
     hp = SimpleNamespace(gamma=0.9, reward_scale=0.5, lr=1e-3, max_grad_norm=10.0, tau=1.0)
     key = jax.random.key(7)
-    _, (loss, q, target, grad_norm, clipped) = dqn.gradient_step(state, batch, hp, network, algo, opt, head, key)
+    # one compiled step (run op by op, its few hundred ops would each be compiled alone)
+    step = jax.jit(lambda state, batch, key: dqn.gradient_step(state, batch, hp, network, algo, opt, head, key))
+    _, (loss, q, target, grad_norm, clipped) = step(state, batch, key)
     expected = _oracle_loss(head, network, state, batch, double, 0.9, 0.5, key)
     np.testing.assert_allclose(float(loss), expected, rtol=2e-5, atol=1e-6)
     assert np.isfinite(float(grad_norm)) and float(grad_norm) > 0
@@ -197,9 +201,11 @@ def test_weighted_loss_and_surprise_equal_a_float64_loop(case):
     batch = _batch(40 + case, 64, n)
     hp = SimpleNamespace(gamma=0.9, reward_scale=0.5, lr=1e-3, max_grad_norm=10.0, tau=1.0)
     weights = np.random.default_rng(case).uniform(0.05, 1.0, size=64)
-    _, stats = dqn.gradient_step(
-        state, batch, hp, network, algo, opt, head, None, jnp.asarray(weights, jnp.float32), with_surprise=True
-    )
+    _, stats = jax.jit(
+        lambda state, batch, weights: dqn.gradient_step(
+            state, batch, hp, network, algo, opt, head, None, weights, with_surprise=True
+        )
+    )(state, batch, jnp.asarray(weights, jnp.float32))
     losses, surprises = _oracle_items(head, network, state, batch, double, 0.9, 0.5)
     assert len(stats) == 6
     np.testing.assert_allclose(float(stats[0]), float(np.mean(weights * losses)), rtol=2e-5, atol=1e-6)
@@ -213,7 +219,7 @@ def test_the_scalar_head_gives_dqns_targets():
     _, network, state, opt = _setup(algo)
     batch = _batch(5, 32, 3)
     hp = SimpleNamespace(gamma=0.97, reward_scale=1.0, lr=1e-3, max_grad_norm=10.0, tau=1.0)
-    _, (_, _, target, _, _) = dqn.gradient_step(state, batch, hp, network, algo, opt)
+    _, _, target, _, _ = jax.jit(lambda: dqn.gradient_step(state, batch, hp, network, algo, opt)[1])()
     next_obs = dqn.bootstrap_obs(batch)
     ys = dqn.dqn_targets(
         batch, network.apply(state.target_params, next_obs), network.apply(state.params, next_obs), 0.97
@@ -327,7 +333,7 @@ def test_td3s_categorical_critic_step_equals_a_float64_loop(terminated):
     state.replace = lambda **kw: SimpleNamespace(**{**vars(state), **kw})
     hp = SimpleNamespace(gamma=0.9, reward_scale=1.5, lr=1e-3, max_grad_norm=10.0, target_noise=0.2, noise_clip=0.5)
     noise = jnp.asarray(rng.normal(size=(32, 2)), jnp.float32)
-    _, (loss, q, _, clipped) = td3.critic_step(state, batch, noise, hp, actor, critic, opt, head)
+    loss, q, _, clipped = jax.jit(lambda: td3.critic_step(state, batch, noise, hp, actor, critic, opt, head)[1])()
 
     # the oracle: float64 from the networks' outputs on
     z = np.linspace(-5.0, 5.0, 21)
@@ -356,7 +362,7 @@ def test_td3s_categorical_critic_step_equals_a_float64_loop(terminated):
     state.actor_params, state.actor_opt = actor_params, opt.init(actor_params)
     state.replace = lambda **kw: SimpleNamespace(**{**vars(state), **kw})
     hp.tau = 0.005
-    _, actor_loss = td3.actor_step(state, batch.obs, hp, actor, critic, opt, head)
+    actor_loss = jax.jit(lambda: td3.actor_step(state, batch.obs, hp, actor, critic, opt, head)[1])()
     first = np.asarray(critic.apply(critic_params, batch.obs, actor.apply(actor_params, batch.obs)), np.float64)[0]
     assert float(actor_loss) == pytest.approx(-float(np.mean(_softmax(first) @ z)), rel=1e-5, abs=1e-6)
 
@@ -382,9 +388,22 @@ def test_sacs_categorical_critic_loss_equals_a_float64_loop():
     log_alpha = jnp.log(jnp.float32(0.3))
     hp = SimpleNamespace(gamma=0.9, reward_scale=1.5)
     noise = jnp.asarray(rng.normal(size=(32, 2)), jnp.float32)
-    loss, (q, clipped) = sac.critic_loss(
-        critic_params, target, actor_params, log_alpha, batch, None, hp, actor, critic, space, noise=noise, head=head
-    )
+    loss, (q, clipped) = jax.jit(
+        lambda: sac.critic_loss(
+            critic_params,
+            target,
+            actor_params,
+            log_alpha,
+            batch,
+            None,
+            hp,
+            actor,
+            critic,
+            space,
+            noise=noise,
+            head=head,
+        )
+    )()
 
     next_action, next_logp, _ = sac._policy(actor, actor_params, batch.next_obs, space).from_noise(noise)
     z = np.linspace(-5.0, 5.0, 21)
@@ -404,9 +423,11 @@ def test_sacs_categorical_critic_loss_equals_a_float64_loop():
     outside = (atoms < z[0]) | (atoms > z[-1])
     assert float(clipped) == pytest.approx(float(np.mean(np.sum(picked * outside, -1))), rel=1e-5, abs=1e-7)
 
-    a_loss, logp = sac.actor_loss(
-        actor_params, critic_params, log_alpha, batch.obs, None, actor, critic, space, noise=noise, head=head
-    )
+    a_loss, logp = jax.jit(
+        lambda: sac.actor_loss(
+            actor_params, critic_params, log_alpha, batch.obs, None, actor, critic, space, noise=noise, head=head
+        )
+    )()
     action, _, _ = sac._policy(actor, actor_params, batch.obs, space).from_noise(noise)
     qs = _softmax(np.asarray(critic.apply(critic_params, batch.obs, action), np.float64)) @ z  # [2, B]
     want_actor = np.mean(0.3 * np.asarray(logp, np.float64) - qs.min(axis=0))
