@@ -113,7 +113,8 @@ def test_sweep_and_pbt(algo, tmp_path):
         rows = json.loads((sweep_dir / "report.json").read_text())["rows"]
         assert len(rows) == 2
     pbt_dir = tmp_path / "pbt"
-    argv = [*args, "pbt.population=4", "pbt.interval=2", f"pbt.hparams={PBT[algo]}", f"run_dir={pbt_dir}"]
+    # a PBT step every 8 updates: 40 of them in the run (each chunk also writes a checkpoint, ≈ 0.1 s)
+    argv = [*args, "pbt.population=4", "pbt.interval=8", f"pbt.hparams={PBT[algo]}", f"run_dir={pbt_dir}"]
     assert train.main(argv) == 0
     summary = json.loads((pbt_dir / "summary.json").read_text())
     assert set(summary["pbt"]["best_trajectory"][0]["hparams"]) == set(PBT[algo].strip("[]").split(","))
