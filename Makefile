@@ -25,7 +25,9 @@ install: $(CORE)
 install-dev: $(DEV)
 
 # Two workers, each taking whole modules (their module-scoped runs stay shared):
-# most tests wait on one-threaded XLA compiles, so two keep both cores busy.
+# most tests wait on one-threaded XLA compiles, so two keep both cores busy (a third
+# adds nothing: the suite is CPU-bound). Right after it, `python experiments/suite_costs.py`
+# splits its runs' time into compiling, training and the rest, per test.
 test: $(DEV)
 	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -n 2 --dist loadscope
 
