@@ -24,9 +24,16 @@ import argparse
 import getpass
 import json
 import re
+import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+
+
+def refuse(line: str) -> None:
+    """Bad input: one line on stderr, exit 2."""
+    print(f"error: {line}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def newest_basetemp() -> Path:
@@ -34,7 +41,7 @@ def newest_basetemp() -> Path:
     root = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
     runs = [p for p in root.glob("pytest-*") if p.name.split("-")[-1].isdigit()]
     if not runs:
-        raise SystemExit(f"no pytest base directory under {root}: run make test first, or name one")
+        refuse(f"no pytest base directory under {root}; fix: run make test first, or name one")
     return max(runs, key=lambda p: int(p.name.split("-")[-1]))
 
 
@@ -86,11 +93,17 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="how many tests and runs to list")
     parser.add_argument("--durations", type=Path, help="per-test durations of the same session (TSV)")
     args = parser.parse_args()
+    if args.base is not None and not args.base.is_dir():
+        refuse(f"BASETEMP={args.base}: is not a directory; fix: name a pytest base directory (pytest-N)")
+    if args.durations is not None and not args.durations.is_file():
+        refuse(f"--durations={args.durations}: no such file; fix: name the session's per-test TSV, or leave it out")
+    if args.top < 1:
+        refuse(f"--top={args.top}: must be at least 1; fix: pass e.g. --top 15")
     base = args.base or newest_basetemp()
     rows = read_runs(base)
     print(f"runs under {base}")
     print("all      " + split(rows))
-    if args.durations and args.durations.exists():
+    if args.durations is not None:
         seen, total = set(), 0.0
         for line in args.durations.read_text().splitlines():
             parts = line.split("\t")

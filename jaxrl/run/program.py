@@ -18,7 +18,7 @@ from jaxrl.run.checkpoint import Checkpointer, Restored
 from jaxrl.run.logs import format_count
 from jaxrl.run.parallel import to_host
 from jaxrl.trainer import pbt as pbt_lib
-from jaxrl.trainer.loop import ChunkMetrics, make_heldout, make_segments
+from jaxrl.trainer.loop import ChunkMetrics, make_heldout, make_segments, traced_once
 
 __all__ = [
     "Carry",
@@ -76,7 +76,6 @@ def segment_length(chunk_updates: int) -> int:
 def build(spec: Any) -> Program:
     """The :class:`Program` of ``spec`` (a :class:`jaxrl.run.spec.RunSpec`)."""
     import jax
-    import jax.extend.core
     import numpy as np
 
     config, trainer = spec.config, spec.trainer
@@ -113,16 +112,10 @@ def build(spec: Any) -> Program:
         pbt_step = pbt_step._replace(parents=jax.numpy.where(last, -1, pbt_step.parents))
         return Carry(new_states, new_hparams, pbt_key), eval_metrics, sets, pbt_step
 
-    # init is traced once: its jaxpr gives the carry's shape and is what the init
-    # program replays (the same program as tracing init again)
-    init_jaxpr, abstract = jax.make_jaxpr(init, return_shape=True)(keys, spec.members.hparams)
-    init_flat, carry_tree = jax.extend.core.jaxpr_as_fun(init_jaxpr), jax.tree.structure(abstract)
-
-    def init_replayed(keys, hparams):
-        return jax.tree.unflatten(carry_tree, init_flat(*jax.tree.leaves((keys, hparams))))
-
+    # one trace of init: the carry's shape, and the init program (its replay)
+    init_once, abstract = traced_once(init, keys, spec.members.hparams)
     shardings = parallel.carry_shardings(spec.layout, abstract, spec.algorithm.env_fields)
-    return Program(keys, init_replayed, advance, close, abstract, shardings, segment)
+    return Program(keys, init_once, advance, close, abstract, shardings, segment)
 
 
 class Compiled(NamedTuple):

@@ -48,6 +48,7 @@ __all__ = [
     "seed_keys",
     "make_batched",
     "make_segments",
+    "traced_once",
     "Progress",
     "make_evaluate_sets",
 ]
@@ -375,6 +376,20 @@ def make_batched(trainer: Trainer, hparams_batched: bool = False) -> tuple[Calla
     return init_b, chunk
 
 
+def traced_once(fn: Callable, *args: Any) -> tuple[Callable, Any]:
+    """``fn`` traced once at ``args``: ``(replay, out_shape)``, where ``replay(*args)``
+    (arguments of the same shapes) binds the recorded jaxpr — the same program as
+    calling ``fn`` again, without tracing it a second time — and ``out_shape`` is
+    ``jax.eval_shape(fn, *args)``."""
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    flat, out_tree = jax.extend.core.jaxpr_as_fun(closed), jax.tree.structure(out_shape)
+
+    def replay(*args: Any) -> Any:
+        return jax.tree.unflatten(out_tree, flat(*jax.tree.leaves(args)))
+
+    return replay, out_shape
+
+
 def make_segments(
     trainer: Trainer, capacity: int, hparams_batched: bool = False
 ) -> tuple[Callable, Callable, Callable]:
@@ -399,17 +414,13 @@ def make_segments(
     sets_b = jax.vmap(trainer.evaluate_sets) if trainer.evaluate_sets is not None else (lambda states, ev: {})
 
     def advance(states: TrainState, hp: Any, n: jax.Array) -> tuple[TrainState, Any]:
-        # The update is traced once: its jaxpr gives the metrics' shapes (the rows
-        # the loop fills) and is replayed as the loop's body, the same program as
-        # tracing it again there at half the tracing time.
-        update_jaxpr, out_shape = jax.make_jaxpr(update_b, return_shape=True)(states, hp)
-        update_flat = jax.extend.core.jaxpr_as_fun(update_jaxpr)
-        out_tree = jax.tree.structure(out_shape)
+        # the metrics' shapes give the rows the loop fills; the body replays the same trace
+        update_once, out_shape = traced_once(update_b, states, hp)
         rows = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), out_shape[1])
 
         def body(i, carry):
             states, rows = carry
-            states, metrics = jax.tree.unflatten(out_tree, update_flat(*jax.tree.leaves((states, hp))))
+            states, metrics = update_once(states, hp)
             rows = jax.tree.map(lambda r, m: jax.lax.dynamic_update_index_in_dim(r, m, i, 0), rows, metrics)
             return states, rows
 
