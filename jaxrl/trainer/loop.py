@@ -380,13 +380,16 @@ def traced_once(fn: Callable, *args: Any) -> tuple[Callable, Any]:
     """``fn`` traced once at ``args``: ``(replay, out_shape)``, where ``replay(*args)``
     (arguments of the same shapes) binds the recorded jaxpr — the same program as
     calling ``fn`` again, without tracing it a second time — and ``out_shape`` is
-    ``jax.eval_shape(fn, *args)``."""
+    ``jax.eval_shape(fn, *args)``. ``replay`` keeps ``fn``'s name, so ``jax.jit``
+    names its program as it would ``fn``'s."""
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     flat, out_tree = jax.extend.core.jaxpr_as_fun(closed), jax.tree.structure(out_shape)
 
     def replay(*args: Any) -> Any:
         return jax.tree.unflatten(out_tree, flat(*jax.tree.leaves(args)))
 
+    # jit names its program after the function (profiles, the compile cache's files)
+    replay.__name__ = replay.__qualname__ = getattr(fn, "__name__", "replay")
     return replay, out_shape
 
 
