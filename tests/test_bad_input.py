@@ -130,6 +130,13 @@ CASES = [
     ("train", ["env=pendulum", "algo=sac", "algo.norm=batch_norm"], "algo.norm=batch_norm: must be none or layer_norm"),
     ("train", ["env=pendulum", "algo=sac", "algo.critic_hidden_sizes=[0]"], "algo.critic_hidden_sizes=[0]: must be"),
     ("train", ["env=pendulum", "algo=td3", "algo.weight_decay=-0.1"], "algo.weight_decay=-0.1: must be ≥ 0"),
+    ("train", ["env=pendulum", "algo=td3", "algo.n_step=0"], "algo.n_step=0: must be a positive integer"),
+    (
+        "train",
+        ["env=pendulum", "algo=sac", "algo.n_step=3", "algo.learning_starts=0", "algo.num_steps=1"],
+        "algo.learning_starts=0: leaves the first update no whole 3-step window",
+    ),
+    ("train", ["env=gymnasium:Pendulum-v1", "algo=td3", "algo.n_step=3"], "algo.n_step=3: must be 1 on host envs"),
     # domain randomization (issue: generalization)
     ("train", ["env.randomize=lenght=uniform(0.2,1)"], "'lenght' is not a parameter of CartPole-v1"),
     ("train", ["env.randomize=length=uniform(1,1)"], "uniform of length needs two numbers lo < hi"),

@@ -186,9 +186,10 @@ def test_fields_added_at_their_defaults_leave_older_runs_hash(algo):
     ``env.module`` existed hashed a config without them, and runs written before
     ``preset`` and the fast recipe's ``algo.weight_decay``/``norm``/``critic_hidden_sizes``
     (TD3, SAC; TD3's ``noise_scales``/``noise_min``) a config with the first but not
-    these: at their defaults the fields stay out of the digest, and the digests a
-    resume accepts include each older version's (so those runs resume); any other
-    value is in it."""
+    these, nor the later ``algo.policy_delay`` (SAC) and ``algo.n_step`` (TD3, SAC):
+    at their defaults the fields stay out of the digest, and the digests a resume
+    accepts include each older version's (so those runs resume); any other value
+    is in it."""
     import dataclasses
 
     import jax
@@ -224,7 +225,8 @@ def test_fields_added_at_their_defaults_leave_older_runs_hash(algo):
     critic = ("critic", "atoms", "v_min", "v_max") if algo != "ppo" else ()
     fast = {"td3": ("critic_hidden_sizes", "norm", "weight_decay", "noise_scales", "noise_min"), "ppo": ()}
     fast_fields = fast.get(algo, ("critic_hidden_sizes", "norm", "weight_decay"))
-    later = ("policy_delay",) if algo == "sac" else ()  # added after the fast recipe
+    # added after the fast recipe: SAC's policy_delay, then TD3's and SAC's n_step
+    later = {"sac": ("policy_delay", "n_step"), "td3": ("n_step",)}.get(algo, ())
     first = written_by({"env": ("module",), "algo": critic + fast_fields + later, "": ("preset",)})
     # the version that added preset= and the fast recipe hashed those at their defaults too
     fast_version = written_by({"env": ("module",), "algo": critic + later})

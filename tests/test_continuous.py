@@ -232,6 +232,124 @@ def test_sac_losses_equal_a_float64_hand_computation():
     np.testing.assert_allclose(float(loss), np.mean(0.3 * ref_logp - q), rtol=1e-4, atol=1e-5)
 
 
+# n-step windows of 3 steps: no end; terminated at 0; truncated at 1 (done, bootstraps);
+# terminated at 2; truncated at 0 and terminated at 1 (the window stops at its first end)
+WINDOW_DONE = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [0, 0, 0]], bool)
+WINDOW_TERMINATED = np.array([[0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 0, 0]], bool)
+
+
+def _windows(key, n_obs=3, dim=1):
+    """Six n-step windows ``[6, 3, ...]`` (:data:`WINDOW_DONE`) and, from a float64
+    loop, each one's collapsed transition: ``(obs_0, a_0, Σ_{k≤m} γᵏ r_k, terminated_m,
+    next_obs_m)`` with its ``γᵐ⁺¹`` (``m``: the first end, else the last step)."""
+    from jaxrl.algos import replay
+
+    k = jax.random.split(key, 4)
+    obs = jax.random.normal(k[0], (6, 3, n_obs))
+    next_obs = jax.random.normal(k[1], (6, 3, n_obs))
+    action = jax.random.uniform(k[2], (6, 3, dim), minval=-1.0, maxval=1.0)
+    reward = jax.random.normal(k[3], (6, 3))
+    window = replay.WindowTransition(
+        obs, action, reward, jnp.asarray(WINDOW_TERMINATED), next_obs, jnp.asarray(WINDOW_DONE)
+    )
+    return window, np.asarray(reward, np.float64), np.asarray(next_obs)
+
+
+def _collapsed(window, reward, next_obs, gamma, scale):
+    rows, gammas = [], []
+    for b in range(reward.shape[0]):
+        m = next((t for t in range(3) if WINDOW_DONE[b, t]), 2)
+        rows.append(
+            (sum(gamma**t * scale * reward[b, t] for t in range(m + 1)), WINDOW_TERMINATED[b, m], next_obs[b, m])
+        )
+        gammas.append(gamma ** (m + 1))
+    ret, terminated, boot = (np.asarray(x) for x in zip(*rows, strict=True))
+    from jaxrl.algos import replay
+
+    one_step = replay.Transition(
+        window.obs[:, 0], window.action[:, 0], jnp.asarray(ret, jnp.float32), jnp.asarray(terminated), jnp.asarray(boot)
+    )
+    return one_step, jnp.asarray(gammas, jnp.float32)
+
+
+def test_n_step_sac_critic_loss_equals_one_step_on_the_float64_collapsed_windows():
+    """SAC's n-step critic loss on windows equals its one-step loss (checked against
+    a float64 hand computation above) on each window collapsed by a float64 loop:
+    the discounted reward sum up to the first episode end, that step's termination
+    and next observation, and ``γᵐ⁺¹`` as the bootstrap's discount."""
+    sac, actor, critic, space, _, actor_params, critic_params, target_params, key = _sac_parts()
+    hp = sac.HParams.from_config(validate(parse(["env=pendulum", "algo=sac", "algo.gamma=0.9"])).algo)
+    hp = hp.replace(reward_scale=jnp.float32(0.5))
+    window, reward, next_obs = _windows(jax.random.key(3))
+    one_step, gammas = _collapsed(window, reward, next_obs, 0.9, 0.5)
+    noise = jax.random.normal(key, (6, 1))
+    log_alpha = jnp.float32(np.log(0.3))
+    args = (critic_params, target_params, actor_params, log_alpha)
+    got, _ = sac.critic_loss(*args, window, None, hp, actor, critic, space, noise=noise)
+    flat_hp = hp.replace(gamma=gammas, reward_scale=jnp.float32(1.0))  # the sums are already scaled
+    want, _ = sac.critic_loss(*args, one_step, None, flat_hp, actor, critic, space, noise=noise)
+    np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+
+
+def test_n_step_td3_targets_equal_one_step_on_the_float64_collapsed_windows():
+    """TD3's n-step targets (scalar and categorical critics) equal its one-step
+    targets (tested on hand-computed numbers) on the float64-collapsed windows."""
+    from jaxrl.algos import qvalue, td3
+
+    hp = td3.HParams.from_config(td3.TD3Config(gamma=0.9, reward_scale=2.0))
+    window, reward, next_obs = _windows(jax.random.key(4))
+    one_step, gammas = _collapsed(window, reward, next_obs, 0.9, 2.0)
+    flat_hp = hp.replace(gamma=gammas, reward_scale=jnp.float32(1.0))
+    mean = jax.random.uniform(jax.random.key(5), (6, 1), minval=-1.0, maxval=1.0)
+    noise = jax.random.normal(jax.random.key(6), (6, 1))
+
+    def critic(obs, action):  # twin critics that read the bootstrap observation
+        return jnp.stack([obs.sum(-1) + 2.0 * action[:, 0], 3.0 * action[:, 0] - obs[:, 0]])
+
+    got = td3.td3_targets(window, mean, noise, critic, hp)
+    np.testing.assert_allclose(
+        np.asarray(got), np.asarray(td3.td3_targets(one_step, mean, noise, critic, flat_hp)), rtol=1e-5
+    )
+    head = qvalue.ValueHead("categorical", 11, -10.0, 10.0)
+
+    def logits(obs, action):  # [2, B, atoms]
+        z = jnp.linspace(-1.0, 1.0, 11)
+        return jnp.stack([obs.sum(-1)[:, None] * z, action[:, :1] * z])
+
+    got, clipped = td3.categorical_td3_targets(window, mean, noise, logits, hp, head)
+    want, clipped_one = td3.categorical_td3_targets(one_step, mean, noise, logits, flat_hp, head)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(float(clipped), float(clipped_one), rtol=1e-5)
+
+
+@pytest.mark.parametrize("algo", ["td3", "sac"])
+def test_n_step_learners_store_episode_ends_and_sample_whole_windows(algo):
+    """``algo.n_step=3``: the buffer holds whole steps of every env with their
+    episode ends, each update samples 3-step windows of one env, and the losses
+    stay finite over updates that cross Pendulum's time limit."""
+    config = parse(
+        [
+            "env=pendulum",
+            f"algo={algo}",
+            "num_envs=4",
+            "total_timesteps=4096",
+            "algo.n_step=3",
+            "algo.buffer_size=1001",  # rounded up to whole steps of the 4 envs
+            "algo.learning_starts=256",
+            "algo.hidden_sizes=[16,16]",
+        ]
+    )
+    trainer = make_train(validate(config))
+    agent, hp = trainer.agent, trainer.hparams
+    state = jax.jit(agent.init)(jax.random.key(0), hp)
+    assert state.buffer.capacity == 1004 and hasattr(state.buffer.data, "done")
+    update = jax.jit(agent.update)
+    for u in range(80):  # 256 + 80·4·num_steps env steps: past the 200-step time limit
+        state, metrics = update(state, hp, jnp.int32(u))
+    assert bool(np.asarray(state.buffer.data.done).any())
+    assert np.isfinite(float(metrics.loss)) and np.isfinite(float(metrics.actor_loss)), metrics
+
+
 def test_sac_gradient_step_from_noise_equals_from_its_key():
     """The update's bulk-drawn noise path is the key path with the same draws."""
     from jaxrl.rl import normalize, optim

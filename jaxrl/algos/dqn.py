@@ -51,6 +51,7 @@ from flax import struct
 from jaxrl.algos import replay
 from jaxrl.algos.presets import load_presets
 from jaxrl.algos.qvalue import ValueHead, make_q_network, validate_q_network, value_head
+from jaxrl.algos.replay import bootstrap_obs, bootstrap_terms
 from jaxrl.core.checks import POSITIVE, POSITIVE_INT, UNIT, Range, require_one_of
 from jaxrl.core.config import Config
 from jaxrl.core.contract import Agent, Algorithm, Behaviour, LoopMetrics, own_metrics
@@ -59,7 +60,7 @@ from jaxrl.core.fields import HParams, setting, traced
 from jaxrl.envs.core import Env
 from jaxrl.nets.networks import init as init_network
 from jaxrl.rl import buffers, optim, prioritized
-from jaxrl.rl.qlearning import epsilon_greedy, linear_epsilon, n_step_return, q_target
+from jaxrl.rl.qlearning import epsilon_greedy, linear_epsilon, q_target
 
 __all__ = [
     "DQNConfig",
@@ -233,17 +234,6 @@ RainbowMetrics = NamedTuple(
 )
 
 
-def bootstrap_terms(batch: Transition, gamma: jax.Array, reward_scale: jax.Array = 1.0) -> tuple[jax.Array, jax.Array]:
-    """``(R, discount)`` ``[B]`` of a batch (leaves ``[B]``, or ``[B, n]`` for n-step
-    windows): the (scaled) return up to the bootstrap and what multiplies the
-    bootstrap value, ``γ (1 − terminated)`` or ``γᵐ⁺¹ (1 − terminated_m)``."""
-    if batch.reward.ndim == 1:
-        not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
-        return reward_scale * batch.reward, gamma * not_terminal
-    ret, discount, _ = n_step_return(reward_scale * batch.reward, batch.terminated, batch.done, gamma)
-    return ret, discount
-
-
 def dqn_targets(
     batch: Transition,
     next_q_target: jax.Array,
@@ -257,16 +247,6 @@ def dqn_targets(
     under the target network and, for double DQN, the online one."""
     ret, discount = bootstrap_terms(batch, gamma, reward_scale)
     return ret + discount * q_target(next_q_target, next_q_online)
-
-
-def bootstrap_obs(batch: Transition) -> jax.Array:
-    """The observation each target bootstraps from ``[B, *obs]``: ``next_obs``, or
-    for n-step windows that of the window's stopping step."""
-    if batch.reward.ndim == 1:
-        return batch.next_obs
-    _, _, last = n_step_return(batch.reward, batch.terminated, batch.done, 1.0)
-    index = last.reshape(last.shape + (1,) * (batch.next_obs.ndim - 1))
-    return jnp.take_along_axis(batch.next_obs, index, axis=1)[:, 0]
 
 
 def move_target(target_params: Any, params: Any, tau: jax.Array, move: jax.Array) -> Any:
@@ -392,14 +372,7 @@ def make_agent(
     steps_per_update = num_envs * algo.num_steps
     total_steps = warmup * num_envs + num_updates * steps_per_update
     host = not env.steps_in_program  # a host env: the actors take the warm-up within the budget
-    if host and algo.n_step > 1:
-        raise ConfigError(
-            "algo.n_step",
-            algo.n_step,
-            "must be 1 on host envs (the actors may drop an env's steps past the lag bound, "
-            "which an n-step window would bridge)",
-            "pass algo.n_step=1",
-        )
+    replay.refuse_n_step_on_host(algo, env)
 
     def host_epsilon(hp: HParams, update_idx: jax.Array) -> jax.Array:
         """ε of update ``update_idx`` on a host env, whose budget holds the warm-up."""
@@ -619,24 +592,8 @@ def validate(config: Config) -> None:
     algo = config.algo
     replay.validate_replay(config, 128, 50000)
     validate_q_network(algo)
-    window = algo.n_step * config.num_envs
-    if algo.n_step > 1 and algo.buffer_size < window:
-        raise ConfigError(
-            "algo.n_step",
-            algo.n_step,
-            f"needs a buffer of at least n_step × num_envs = {window} transitions (algo.buffer_size={algo.buffer_size})",
-            "pass a smaller algo.n_step or a larger algo.buffer_size",
-        )
+    replay.validate_n_step(config)
     span = (algo.n_step - 1) * config.num_envs  # slots from a window's first item to its last
-    written = replay.warmup(algo, config.num_envs) + config.num_envs * algo.num_steps
-    if algo.n_step > 1 and written <= span:
-        raise ConfigError(
-            "algo.learning_starts",
-            algo.learning_starts,
-            f"leaves the first update no whole {algo.n_step}-step window: the warm-up plus one update "
-            f"({written} transitions) must exceed (n_step − 1) × num_envs = {span}",
-            f"pass algo.learning_starts={span} or more",
-        )
     if isinstance(algo, RainbowConfig):
         _validate_rainbow(config, span)
 

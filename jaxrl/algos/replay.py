@@ -1,7 +1,8 @@
 """What the replay-buffer learners (SAC, TD3, DQN) share: stepping ``N`` envs for
 ``T`` steps into transitions for the on-device buffer (:class:`Steps`, what
 their ``learn`` takes: it adds them, then samples), the random-action warm-up's
-size, the continuous-control transition and action scaling (SAC, TD3), the
+size, the continuous-control transition and action scaling (SAC, TD3), n-step
+windows (consecutive items of one env, and the return and bootstrap they give), the
 prioritized buffer (:class:`Prioritized`: a ring buffer with a sum-tree of
 priorities beside it), the checks of their common settings."""
 
@@ -19,6 +20,7 @@ from jaxrl.core.checks import require_positive_int, require_update_count
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.core import Env
 from jaxrl.rl import buffers, prioritized
+from jaxrl.rl.qlearning import n_step_return
 
 __all__ = [
     "Acting",
@@ -30,6 +32,14 @@ __all__ = [
     "prioritized_update",
     "Steps",
     "Transition",
+    "WindowTransition",
+    "bootstrap_terms",
+    "bootstrap_obs",
+    "acted",
+    "capacity",
+    "sample",
+    "validate_n_step",
+    "refuse_n_step_on_host",
     "collect",
     "warmup_per_env",
     "warmup",
@@ -60,6 +70,103 @@ class Transition(NamedTuple):
     reward: jax.Array  # []
     terminated: jax.Array  # [] bool
     next_obs: jax.Array  # [*obs] raw, pre-reset
+
+
+class WindowTransition(NamedTuple):
+    """A continuous-control :class:`Transition` that also records whether the
+    episode ended there (terminated or truncated): what n-step windows stop at.
+    Stored instead of :class:`Transition` when ``algo.n_step > 1``."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    next_obs: jax.Array
+    done: jax.Array  # [] bool
+
+
+def bootstrap_terms(batch: Any, gamma: jax.Array, reward_scale: jax.Array = 1.0) -> tuple[jax.Array, jax.Array]:
+    """``(R, discount)`` ``[B]`` of a batch (leaves ``[B]``, or ``[B, n]`` for n-step
+    windows): the (scaled) return up to the bootstrap and what multiplies the
+    bootstrap value, ``γ (1 − terminated)`` or ``γᵐ⁺¹ (1 − terminated_m)``
+    (:func:`jaxrl.rl.qlearning.n_step_return`, ``m`` the window's stopping step)."""
+    if batch.reward.ndim == 1:
+        not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
+        return reward_scale * batch.reward, gamma * not_terminal
+    ret, discount, _ = n_step_return(reward_scale * batch.reward, batch.terminated, batch.done, gamma)
+    return ret, discount
+
+
+def bootstrap_obs(batch: Any) -> jax.Array:
+    """The observation each target bootstraps from ``[B, *obs]``: ``next_obs``, or
+    for n-step windows that of the window's stopping step."""
+    if batch.reward.ndim == 1:
+        return batch.next_obs
+    _, _, last = n_step_return(batch.reward, batch.terminated, batch.done, 1.0)
+    index = last.reshape(last.shape + (1,) * (batch.next_obs.ndim - 1))
+    return jnp.take_along_axis(batch.next_obs, index, axis=1)[:, 0]
+
+
+def acted(batch: Any) -> tuple[jax.Array, jax.Array]:
+    """``(obs, action)`` ``[B, ...]`` that the values are learned at: the batch's
+    own, or each n-step window's first."""
+    if batch.reward.ndim == 1:
+        return batch.obs, batch.action
+    return batch.obs[:, 0], batch.action[:, 0]
+
+
+def capacity(algo: Any, num_envs: int) -> int:
+    """Buffer slots: ``algo.buffer_size``, rounded up to whole steps of the ``N``
+    envs with n-step windows (an env's consecutive steps then lie ``N`` slots apart)."""
+    if getattr(algo, "n_step", 1) == 1:
+        return algo.buffer_size
+    return -(-algo.buffer_size // num_envs) * num_envs
+
+
+def sample(buffer: Any, key: jax.Array, shape: tuple[int, ...], n_step: int, num_envs: int) -> jax.Array:
+    """Slot indices of uniformly drawn items ``[*shape]``, or with ``n_step > 1`` of
+    whole windows of ``n_step`` consecutive steps of one env ``[*shape, n_step]``."""
+    if n_step == 1:
+        return buffers.sample_indices(buffer, key, shape)
+    return buffers.sequence_indices(buffer, key, shape, n_step, num_envs)
+
+
+def validate_n_step(config: Any) -> None:
+    """A buffer that holds a window of every env, and a first update that has one."""
+    algo = config.algo
+    if algo.n_step == 1:
+        return
+    window = algo.n_step * config.num_envs
+    if algo.buffer_size < window:
+        raise ConfigError(
+            "algo.n_step",
+            algo.n_step,
+            f"needs a buffer of at least n_step × num_envs = {window} transitions (algo.buffer_size={algo.buffer_size})",
+            "pass a smaller algo.n_step or a larger algo.buffer_size",
+        )
+    span = (algo.n_step - 1) * config.num_envs  # slots from a window's first item to its last
+    written = warmup(algo, config.num_envs) + config.num_envs * algo.num_steps
+    if written <= span:
+        raise ConfigError(
+            "algo.learning_starts",
+            algo.learning_starts,
+            f"leaves the first update no whole {algo.n_step}-step window: the warm-up plus one update "
+            f"({written} transitions) must exceed (n_step − 1) × num_envs = {span}",
+            f"pass algo.learning_starts={span} or more",
+        )
+
+
+def refuse_n_step_on_host(algo: Any, env: Env) -> None:
+    """n-step windows need every step of an env in the buffer, in order; a host
+    env's actors may drop an env's steps past the lag bound."""
+    if algo.n_step > 1 and not env.steps_in_program:
+        raise ConfigError(
+            "algo.n_step",
+            algo.n_step,
+            "must be 1 on host envs (the actors may drop an env's steps past the lag bound, "
+            "which an n-step window would bridge)",
+            "pass algo.n_step=1",
+        )
 
 
 class Acting(NamedTuple):

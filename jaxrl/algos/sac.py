@@ -70,6 +70,9 @@ class SACConfig:
     batch_size: int = 256  # transitions per gradient step
     buffer_size: int = 100_000  # replay capacity per seed
     learning_starts: int = 1000  # random-action env steps per seed before learning
+    # n-step returns: each critic target sums n consecutive rewards of one env (stopping
+    # where its episode ends) before the soft bootstrap at the n-th next observation
+    n_step: int = setting(1, check=POSITIVE_INT)
     network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "relu"
@@ -196,24 +199,28 @@ def critic_loss(
     ``a' ~ π(·|s')`` from ``key``, or from its standard-normal ``noise`` ``[B, d]``.
     With a categorical ``head``: ``Σ_i E[CE(target, p_i(s, a))]``, the target the
     projection of ``r·scale + γ' (z − α log π(a'|s'))`` under the twin target
-    distribution with the smaller mean. Returns ``(loss, (mean Q, clipped share))``."""
-    next_policy = _policy(actor, actor_params, batch.next_obs, space)
+    distribution with the smaller mean. Returns ``(loss, (mean Q, clipped share))``.
+    For n-step windows (leaves ``[B, n]``) ``r`` is the discounted sum up to the
+    window's first episode end ``m``, ``γ`` is ``γᵐ⁺¹`` and ``s'`` that step's next
+    observation (:func:`jaxrl.algos.replay.bootstrap_terms`)."""
+    next_obs = replay.bootstrap_obs(batch)
+    obs, action = replay.acted(batch)
+    next_policy = _policy(actor, actor_params, next_obs, space)
     next_action, next_logp, _ = _sample(next_policy, key, noise)
     alpha = jnp.exp(log_alpha)
-    not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
-    next_out = critic.apply(target_params, batch.next_obs, next_action)
+    next_out = critic.apply(target_params, next_obs, next_action)
     if head.kind == "categorical":
         picked = smaller_twin(head, next_out)
-        discount = hp.gamma * not_terminal
-        ret = hp.reward_scale * batch.reward - discount * alpha * next_logp
+        ret, discount = replay.bootstrap_terms(batch, hp.gamma, hp.reward_scale)
+        ret = ret - discount * alpha * next_logp
         target = jax.lax.stop_gradient(head.target(ret, discount, picked))
-        logits = critic.apply(critic_params, batch.obs, batch.action)
+        logits = critic.apply(critic_params, obs, action)
         loss = head.loss(logits[0], target) + head.loss(logits[1], target)
         return loss, (jnp.mean(head.q(logits)), jax.lax.stop_gradient(head.clipped(ret, discount, picked)))
     next_q = jnp.min(next_out, axis=0)
-    target = hp.reward_scale * batch.reward + hp.gamma * not_terminal * (next_q - alpha * next_logp)
-    target = jax.lax.stop_gradient(target)
-    q = critic.apply(critic_params, batch.obs, batch.action)
+    ret, discount = replay.bootstrap_terms(batch, hp.gamma, hp.reward_scale)
+    target = jax.lax.stop_gradient(ret + discount * (next_q - alpha * next_logp))
+    q = critic.apply(critic_params, obs, action)
     loss = 0.5 * jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
     return loss, (jnp.mean(q), jnp.zeros(()))
 
@@ -299,7 +306,7 @@ def gradient_step(
             actor_params,
             critic_params,
             log_alpha,
-            batch.obs,
+            replay.acted(batch)[0],
             key_actor,
             actor,
             critic,
@@ -317,7 +324,7 @@ def gradient_step(
 
     def critic_only(held: tuple) -> tuple:
         zero = jnp.zeros((), jnp.float32)
-        return held, (zero, zero, jnp.zeros(batch.obs.shape[:1], jnp.float32))
+        return held, (zero, zero, jnp.zeros(batch.reward.shape[:1], jnp.float32))
 
     held = (state.actor_params, state.actor_opt, state.log_alpha, state.alpha_opt)
     if actor_step is True:
@@ -375,6 +382,8 @@ def make_agent(
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = replay.gradient_steps(algo, num_envs)
     warmup = replay.warmup_per_env(algo.learning_starts, num_envs)  # env steps per env
+    replay.refuse_n_step_on_host(algo, env)
+    windows = algo.n_step > 1  # items record episode ends; updates sample n-step windows
 
     def to_env(action: jax.Array) -> jax.Array:
         return scale_action(action, low, high)
@@ -398,7 +407,10 @@ def make_agent(
             action, _, _ = _policy(actor, state.actor_params, prep(state, obs), space).from_noise(draw)
             return action, to_env(action)
 
-        def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition:
+        def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition | replay.WindowTransition:
+            if windows:
+                done = jnp.logical_or(out.terminated, out.truncated)
+                return replay.WindowTransition(obs, action, out.reward, out.terminated, out.final_obs, done)
             return Transition(obs, action, out.reward, out.terminated, out.final_obs)
 
         env_state, obs, collected = replay.collect(
@@ -426,6 +438,8 @@ def make_agent(
             critic_params = critic.init(key_critic, dummy_obs, jnp.zeros((1, dim)))
         env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
         example = Transition(obs[0], jnp.zeros((dim,)), jnp.zeros(()), jnp.zeros((), bool), obs[0])
+        if windows:
+            example = replay.WindowTransition(*example, jnp.zeros((), bool))
         log_alpha = jnp.log(hp.init_alpha).astype(jnp.float32)
         state = SACState(
             actor_params=actor_params,
@@ -435,7 +449,7 @@ def make_agent(
             actor_opt=optimizer.init(actor_params),
             critic_opt=optimizer.init(critic_params),
             alpha_opt=optim.init(log_alpha),
-            buffer=buffers.init(example, algo.buffer_size),
+            buffer=buffers.init(example, replay.capacity(algo, num_envs)),
             obs_stats=normalize.init(env.obs_shape),
             env_state=env_state,
             obs=obs,
@@ -458,7 +472,7 @@ def make_agent(
         # every gradient step's batch indices and policy noise in one draw each
         # (the buffer does not change while they run)
         key, key_index, key_noise = jax.random.split(state.key, 3)
-        index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
+        index = replay.sample(state.buffer, key_index, (grad_steps, algo.batch_size), algo.n_step, num_envs)
         noise = jax.random.normal(key_noise, (grad_steps, 2, algo.batch_size, dim))
 
         # policy_delay > 1: the actor and temperature step on every policy_delay-th
@@ -592,6 +606,7 @@ def validate(config: Config) -> None:
     """SAC's checks beyond each field's own (buffer, warm-up, log-std bounds)."""
     algo = config.algo
     replay.validate_replay(config, 256, 100000)
+    replay.validate_n_step(config)
     check_network(algo)
     check_mlp(algo, "[256,256]")
     validate_critic(algo)

@@ -68,6 +68,9 @@ class TD3Config:
     batch_size: int = 256
     buffer_size: int = 100_000
     learning_starts: int = 1000  # random-action env steps per member before learning
+    # n-step returns: each critic target sums n consecutive rewards of one env (stopping
+    # where its episode ends) before bootstrapping, γⁿ Q̄ at the n-th next observation
+    n_step: int = setting(1, check=POSITIVE_INT)
     policy_delay: int = setting(2, check=POSITIVE_INT)  # critic steps per actor (and target) step
     network: str = "mlp"  # torso by name (jaxrl.nets.register_torso adds one)
     hidden_sizes: tuple[int, ...] = (256, 256)
@@ -180,12 +183,15 @@ def td3_targets(
     """Critic targets ``[B]``: the target actor's ``next_action_mean`` ``[B, d]``
     smoothed by ``clip(σ̃ · noise, −c, c)`` (``noise`` standard normal ``[B, d]``),
     clipped to ``[−1, 1]``; ``target_critic(next_obs, action) -> [2, B]`` the twin
-    target critics; ``y = r·scale + γ (1 − terminated) min_i Q̄_i``."""
+    target critics; ``y = r·scale + γ (1 − terminated) min_i Q̄_i``. For n-step
+    windows (leaves ``[B, n]``, :func:`jaxrl.algos.replay.bootstrap_terms`) ``r`` is
+    the discounted sum up to the window's first episode end ``m``, ``γ`` is ``γᵐ⁺¹``
+    and the bootstrap is at that step's next observation."""
     smoothing = jnp.clip(hp.target_noise * noise, -hp.noise_clip, hp.noise_clip)
     next_action = jnp.clip(next_action_mean + smoothing, -1.0, 1.0)
-    next_q = jnp.min(target_critic(batch.next_obs, next_action), axis=0)
-    not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
-    return hp.reward_scale * batch.reward + hp.gamma * not_terminal * next_q
+    next_q = jnp.min(target_critic(replay.bootstrap_obs(batch), next_action), axis=0)
+    ret, discount = replay.bootstrap_terms(batch, hp.gamma, hp.reward_scale)
+    return ret + discount * next_q
 
 
 def categorical_td3_targets(
@@ -204,9 +210,8 @@ def categorical_td3_targets(
     distribution's mass the projection clipped ``[]``."""
     smoothing = jnp.clip(hp.target_noise * noise, -hp.noise_clip, hp.noise_clip)
     next_action = jnp.clip(next_action_mean + smoothing, -1.0, 1.0)
-    picked = smaller_twin(head, target_critic(batch.next_obs, next_action))  # [B, atoms]
-    ret = hp.reward_scale * batch.reward
-    discount = hp.gamma * (1.0 - batch.terminated.astype(jnp.float32))
+    picked = smaller_twin(head, target_critic(replay.bootstrap_obs(batch), next_action))  # [B, atoms]
+    ret, discount = replay.bootstrap_terms(batch, hp.gamma, hp.reward_scale)
     return head.target(ret, discount, picked), head.clipped(ret, discount, picked)
 
 
@@ -223,8 +228,9 @@ def critic_step(
     """One critic step: ``½ Σ_i E[(Q_i(s, a) − y)²]`` to :func:`td3_targets`, or
     with a categorical ``head`` ``Σ_i E[CE(target, p_i(s, a))]`` to
     :func:`categorical_td3_targets`. Returns ``(state, (loss, mean Q, grad norm,
-    clipped share))``."""
-    next_mean = actor.apply(state.target_actor_params, batch.next_obs)
+    clipped share))``. ``batch``: transitions ``[B]`` or n-step windows ``[B, n]``."""
+    next_mean = actor.apply(state.target_actor_params, replay.bootstrap_obs(batch))
+    obs, action = replay.acted(batch)
 
     def target_critic(o, a):
         return critic.apply(state.target_critic_params, o, a)
@@ -234,7 +240,7 @@ def critic_step(
         target = jax.lax.stop_gradient(target)
 
         def loss_fn(params):
-            logits = critic.apply(params, batch.obs, batch.action)  # [2, B, atoms]
+            logits = critic.apply(params, obs, action)  # [2, B, atoms]
             return head.loss(logits[0], target) + head.loss(logits[1], target), jnp.mean(head.q(logits))
 
     else:
@@ -242,7 +248,7 @@ def critic_step(
         clipped = jnp.zeros(())
 
         def loss_fn(params):
-            q = critic.apply(params, batch.obs, batch.action)
+            q = critic.apply(params, obs, action)
             return 0.5 * jnp.sum(jnp.mean(jnp.square(q - target), axis=-1)), jnp.mean(q)
 
     (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.critic_params)
@@ -326,6 +332,8 @@ def make_agent(
     if grouped and grad_steps % delay:
         raise ValueError(f"grouped TD3 steps need critic steps per update ({grad_steps}) divisible by {delay}")
     warmup = replay.warmup_per_env(algo.learning_starts, num_envs)
+    replay.refuse_n_step_on_host(algo, env)
+    windows = algo.n_step > 1  # items record episode ends; updates sample n-step windows
 
     def to_env(action: jax.Array) -> jax.Array:
         return scale_action(action, low, high)
@@ -333,7 +341,10 @@ def make_agent(
     def prep(state: TD3State, obs: jax.Array) -> jax.Array:
         return normalize.normalize(state.obs_stats, obs) if algo.normalize_obs else obs
 
-    def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition:
+    def item(obs: jax.Array, action: jax.Array, out: Any) -> Transition | replay.WindowTransition:
+        if windows:
+            done = jnp.logical_or(out.terminated, out.truncated)
+            return replay.WindowTransition(obs, action, out.reward, out.terminated, out.final_obs, done)
         return Transition(obs, action, out.reward, out.terminated, out.final_obs)
 
     def env_steps(
@@ -386,6 +397,8 @@ def make_agent(
             critic_params = critic.init(key_critic, dummy_obs, dummy_action)
         env_state, obs = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_env, num_envs), env_params)
         example = Transition(obs[0], jnp.zeros((dim,)), jnp.zeros(()), jnp.zeros((), bool), obs[0])
+        if windows:
+            example = replay.WindowTransition(*example, jnp.zeros((), bool))
         state = TD3State(
             actor_params=actor_params,
             critic_params=critic_params,
@@ -393,7 +406,7 @@ def make_agent(
             target_critic_params=critic_params,
             actor_opt=optimizer.init(actor_params),
             critic_opt=optimizer.init(critic_params),
-            buffer=buffers.init(example, algo.buffer_size),
+            buffer=buffers.init(example, replay.capacity(algo, num_envs)),
             obs_stats=normalize.init(env.obs_shape),
             env_state=env_state,
             obs=obs,
@@ -439,7 +452,7 @@ def make_agent(
         state = store(state, batch)
         key, key_index, key_noise = jax.random.split(state.key, 3)
         state = state.replace(key=key)
-        index = buffers.sample_indices(state.buffer, key_index, (grad_steps, algo.batch_size))
+        index = replay.sample(state.buffer, key_index, (grad_steps, algo.batch_size), algo.n_step, num_envs)
         noise = jax.random.normal(key_noise, (grad_steps, algo.batch_size, dim))
 
         if grouped:
@@ -451,7 +464,7 @@ def make_agent(
                     sampled = batch_at(state, index[i])
                     state, out = critic_step(state, sampled, noise[i], hp, actor, critic, optimizer, head)
                     critic_out.append(out)
-                state, actor_loss = actor_step(state, sampled.obs, hp, actor, critic, optimizer, head)
+                state, actor_loss = actor_step(state, replay.acted(sampled)[0], hp, actor, critic, optimizer, head)
                 stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *critic_out)
                 return state, (stacked, actor_loss)
 
@@ -465,7 +478,7 @@ def make_agent(
                 index, noise = inputs
                 sampled = batch_at(state, index)
                 state, out = critic_step(state, sampled, noise, hp, actor, critic, optimizer, head)
-                stepped, actor_loss = actor_step(state, sampled.obs, hp, actor, critic, optimizer, head)
+                stepped, actor_loss = actor_step(state, replay.acted(sampled)[0], hp, actor, critic, optimizer, head)
                 due = state.critic_steps % delay == 0
                 moved = ("actor_params", "actor_opt", "target_actor_params", "target_critic_params")
                 state = state.replace(
@@ -585,6 +598,7 @@ def validate(config: Config) -> None:
     check_network(algo)
     check_mlp(algo, "[256,256]")
     validate_critic(algo)
+    replay.validate_n_step(config)
     require_one_of("algo.noise_scales", algo.noise_scales, ("fixed", "per_env"), "fixed")
     if algo.noise_scales == "per_env" and algo.noise_min > algo.exploration_noise:
         raise ConfigError(

@@ -108,7 +108,14 @@ _FAST = (
     ("algo", "noise_scales", "td3"),
     ("algo", "noise_min", "td3"),
 )
-ADDED_AT_DEFAULT = (("env", "module", None), *_CRITIC, *_FAST, ("algo", "policy_delay", "sac"))
+ADDED_AT_DEFAULT = (
+    ("env", "module", None),
+    *_CRITIC,
+    *_FAST,
+    ("algo", "policy_delay", "sac"),
+    ("algo", "n_step", "td3"),
+    ("algo", "n_step", "sac"),
+)
 # What earlier versions wrote, as the added fields each kept in the hash at their defaults:
 # the compiled runs of the version that added _FAST kept them; host runs kept every field
 # that existed (before _FAST: env.module and _CRITIC; then those and _FAST).
