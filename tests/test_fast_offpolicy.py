@@ -145,3 +145,15 @@ def test_sacs_fast_preset_takes_fastsacs_settings_over_the_pendulum_preset():
     assert round(step.algo.utd * step.num_envs * step.algo.num_steps) == 8  # FastSAC's 8 critic steps per step
     assert step.algo.critic_hidden_sizes == (768, 768, 768) and step.algo.gamma == 0.97
     assert step.algo.policy_delay == 4 and config.algo.policy_delay == 1
+
+
+def test_td3s_playground_presets_take_fasttd3s_n_step_returns_where_it_does():
+    """FastTD3's DM Control setting (CheetahRun) learns from 3-step returns, its
+    Playground default (HumanoidWalk) from 1-step ones; both presets validate (a
+    first update with whole windows, a buffer that holds them)."""
+    from jaxrl import validate
+
+    cheetah = validate(parse(["env=playground:CheetahRun", "algo=td3", "preset=fast"]))
+    humanoid = validate(parse(["env=playground:HumanoidWalk", "algo=td3", "preset=fast"]))
+    assert (cheetah.algo.n_step, humanoid.algo.n_step) == (3, 1)
+    assert cheetah.algo.noise_min == cheetah.algo.target_noise == 0.1 and cheetah.algo.v_max == 35
