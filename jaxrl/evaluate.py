@@ -28,9 +28,9 @@ from jaxrl.core.contract import policy_step  # noqa: E402
 from jaxrl.core.errors import ConfigError  # noqa: E402
 from jaxrl.envs.host import render_episode  # noqa: E402
 from jaxrl.run import memory, parallel, stats  # noqa: E402
-from jaxrl.run.host import evaluate_host_run, host_policy, open_host_run  # noqa: E402
+from jaxrl.run.host import evaluate_host_run, host_policy  # noqa: E402
 from jaxrl.run.io import write_json  # noqa: E402
-from jaxrl.run.policy import host_config, open_run  # noqa: E402
+from jaxrl.run.policy import host_config, open_host, open_run  # noqa: E402
 from jaxrl.run.render import episode_observations, save_frames_gif, save_gif  # noqa: E402
 from jaxrl.run.rundir import layout_note  # noqa: E402
 from jaxrl.run.summary import set_blocks, sets_table  # noqa: E402
@@ -116,7 +116,7 @@ def _evaluate_host(run_dir: str, config: Any, options: dict[str, str]) -> int:
             file=sys.stderr,
         )
         return 2
-    opened = open_host_run(os.path.abspath(run_dir), config)
+    opened = open_host(run_dir, config)
     episodes = options["episodes"] or config.eval.episodes
     max_steps = options["max_steps"] or config.eval.max_steps or opened.run.spec.max_episode_steps or 10_000
     deterministic = options["deterministic"] == "true"
@@ -130,7 +130,8 @@ def _evaluate_host(run_dir: str, config: Any, options: dict[str, str]) -> int:
     policy = "deterministic" if deterministic else "sampled"
     print(f"{opened.run.spec.name} · {config.algo.name} · {policy} policy · {episodes} episodes per seed")
     for row in out["seeds"]:
-        print(f"{row['seed']:>6} {row['mean']:>10.2f}  [{row['ci95'][0]:>9.2f}, {row['ci95'][1]:>9.2f}]")
+        name = f"{row['config']} seed {row['seed']}" if "config" in row else f"{row['seed']:>6}"
+        print(f"{name} {row['mean']:>10.2f}  [{row['ci95'][0]:>9.2f}, {row['ci95'][1]:>9.2f}]")
     print(f"across {len(out['seeds'])} seed(s): IQM {out['iqm']:.2f} [{out['ci95'][0]:.2f}, {out['ci95'][1]:.2f}]")
     if options["render"] == "true":
         path = os.path.join(opened.run_dir, f"episode-seed{shown}.gif")

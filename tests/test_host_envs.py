@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +38,7 @@ DOCS_SAC = "python -m jaxrl.train env=gymnasium:Pendulum-v1 algo=sac seeds=4"
 DOCS_DQN = "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=dqn seeds=4"
 DOCS_MUJOCO = "python -m jaxrl.train env=gymnasium:HalfCheetah-v5 seeds=4"
 DOCS_ALE = "python -m jaxrl.train env=gymnasium:ALE/Breakout-v5 seeds=1"
+DOCS_SWEEP = "python -m jaxrl.sweep env=gymnasium:CartPole-v1 seeds=4 algo.lr=1e-3,3e-3"
 
 
 def _reference(env_id: str, seed: int, actions: list[int], **kwargs) -> list[tuple]:
@@ -220,6 +223,69 @@ def test_resume_continues_the_learner_where_it_stopped(tmp_path):
     assert evals[-1].value == pytest.approx(summary["final_eval_return"][1])
 
 
+def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, capsys):
+    """A sweep over a traced hyperparameter on a host env: every configuration's
+    seeds are members of one learner, each with its own hyperparameters (Adam's
+    steps are at most about lr: lr=1e-9 leaves its members' parameters where
+    they started, lr=3e-3 moves them); a sweep
+    stopped after one chunk resumes to the end; the report has a row per
+    configuration; evaluate and load_policy read the group (a seed named with
+    its configuration)."""
+    import jax
+
+    import jaxrl
+    from jaxrl import evaluate
+    from jaxrl.run import sweeping
+    from jaxrl.run.policy import host_config, open_host
+
+    out: dict = {}
+    args = [
+        "env=gymnasium:JaxrlToy-v0",
+        TOY,
+        *TINY,
+        "algo.lr=1e-9,3e-3",
+        f"runs_root={tmp_path / 'runs'}",
+        "plots=false",
+    ]
+    assert sweeping.run(args, stop_after_chunks=1, out=out) == 0
+    sweep_dir = Path(out["sweep_dir"])
+    group = sweep_dir / "group-0"
+    assert not (group / "summary.json").exists() and not (sweep_dir / "report.json").exists()
+    assert sweeping.run([f"resume={sweep_dir}"]) == 0
+    rows = [json.loads(line) for line in (group / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows if r["type"] == "update"] == list(range(1, 9))
+    assert all(len(r["eval_return"]) == 4 for r in rows if r["type"] == "eval")  # 2 configurations × 2 seeds
+    report = json.loads((sweep_dir / "report.json").read_text())["rows"]
+    assert sorted(r["hparams"]["lr"] for r in report) == pytest.approx([1e-9, 3e-3]) and all(
+        r["runs"] == 2 for r in report
+    )
+
+    config = host_config(str(group))
+    opened = open_host(str(group), config)
+    run = opened.run
+    assert run.seeds == (0, 1, 0, 1) and run.config_index == (0, 0, 1, 1)
+    keys = jax.vmap(jax.random.key)(np.asarray(run.seeds, np.uint32))
+    start = jax.vmap(run.agent.init)(keys, run.hparams)
+    lrs = np.asarray(run.hparams.to_dict()["lr"])
+    for m in range(4):
+        moved = max(
+            float(np.max(np.abs(np.asarray(a[m]) - np.asarray(b[m]))))
+            for a, b in zip(jax.tree.leaves(opened.states.params), jax.tree.leaves(start.params), strict=True)
+        )
+        assert moved < 1e-5 if lrs[m] < 1e-6 else moved > 1e-3, (m, lrs[m], moved)
+
+    capsys.readouterr()
+    assert evaluate.main([str(group), "episodes=2"]) == 0
+    result = json.loads((group / "evaluation.json").read_text())
+    assert [(s["config"], s["seed"]) for s in result["seeds"]] == [
+        (run.labels[c], s) for c, s in [(0, 0), (0, 1), (1, 0), (1, 1)]
+    ]
+    with pytest.raises(ValueError, match="pass config=LABEL"):
+        jaxrl.load_policy(str(group), seed=0)
+    act = jaxrl.load_policy(str(group), seed=0, config=run.labels[1])
+    assert np.asarray(act(np.zeros((3, 4), np.float32), jax.random.key(0))).shape == (3,)
+
+
 @pytest.mark.parametrize(
     "args, field",
     [
@@ -234,8 +300,9 @@ def test_resume_continues_the_learner_where_it_stopped(tmp_path):
         (["env=gymnasium:CartPole-v1", "pbt.population=4"], "pbt.population=4"),
         (["env=gymnasium:CartPole-v1", "algo.network=gru"], "algo.network=gru"),
         (["env=gymnasium:JaxrlToy-v0", "env.module=no_such_module"], "env.module=no_such_module"),
-        # a sweep: one line naming the host env, not an "unknown environment" from the in-program path
-        (["sweep", "env=gymnasium:CartPole-v1", "algo.lr=1e-3,3e-3"], "env=gymnasium:CartPole-v1: cannot be swept"),
+        # a sweep: every group's configuration checked by the pipeline before anything is written
+        (["sweep", "env=gymnasium:CartPole-v1", "algo.lr=1e-3,3e-3", "algo.network=gru"], "algo.network=gru"),
+        (["sweep", "env=gymnasium:CartPole-v1", "num_envs=4,3", "actor.threads=2"], "actor.threads=2"),
     ],
 )
 def test_bad_host_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, field):
@@ -299,6 +366,19 @@ def test_the_docs_command_trains_and_reports_its_pipeline(home):
     assert "verdict:" in proc.stdout and "pipeline per update" in proc.stdout
     assert (run_dir / "curves.png").is_file()
     assert all(np.isfinite(summary["final_eval_return"]))
+
+
+def test_the_docs_sweep_command_ranks_both_configurations(home):
+    """The docs' host-env sweep as a user runs it: one group, both learning
+    rates' 4 seeds in one learner, a report row per configuration."""
+    proc = run(DOCS_SWEEP, home, COMMANDS[DOCS_SWEEP])
+    sweep_dir = Path(re.findall(r"^sweep directory: (.+)$", proc.stderr, re.M)[-1])
+    assert "1 compiled program(s)" in proc.stderr and "2 configurations × 4 seed(s)" in proc.stderr
+    rows = json.loads((sweep_dir / "report.json").read_text())["rows"]
+    assert sorted(r["label"] for r in rows) == ["lr=0.001", "lr=0.003"]
+    assert all(r["runs"] == 4 and np.isfinite(r["iqm"]) for r in rows)
+    summary = json.loads((sweep_dir / "group-0" / "summary.json").read_text())
+    assert summary["members"] == 8 and summary["pipeline"]["verdict"] in ("rollout-bound", "learner-bound", "balanced")
 
 
 def test_the_docs_pqn_command_learns(home):

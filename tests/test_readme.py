@@ -164,6 +164,12 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "2",
         "eval.episodes": "4",
     },
+    # a sweep over a host env: both configurations' seeds in one learner (tests/test_host_envs.py)
+    "python -m jaxrl.sweep env=gymnasium:CartPole-v1 seeds=4 algo.lr=1e-3,3e-3": {
+        "total_timesteps": "8192",
+        "num_evals": "1",
+        "eval.episodes": "2",
+    },
     "pip install -e '.[mujoco]'": None,  # the dev extras `make test` installs include gymnasium[mujoco]
     # the MuJoCo preset's first update, then a short evaluation (tests/test_host_envs.py)
     "python -m jaxrl.train env=gymnasium:HalfCheetah-v5 seeds=4": {

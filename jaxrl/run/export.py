@@ -20,9 +20,9 @@ import numpy as np
 from jaxrl.algos import algorithm_for
 from jaxrl.core.errors import make_dir
 from jaxrl.envs import Discrete
-from jaxrl.run.host import member_index, open_host_run
+from jaxrl.run.host import member_index
 from jaxrl.run.io import write_json
-from jaxrl.run.policy import host_config, open_run
+from jaxrl.run.policy import host_config, open_host, open_run
 
 __all__ = ["RUNNER", "export_policy"]
 
@@ -71,7 +71,7 @@ def _source(run_dir: str, seed: int | None, log: Callable[[str], None]) -> _Sour
 
     host = host_config(run_dir)
     if host is not None:
-        opened = open_host_run(os.path.abspath(os.fspath(run_dir)), host)
+        opened = open_host(run_dir, host)
         member = member_index(opened, seed)
         state = jax.tree.map(lambda x: x[member], opened.states)
         own = [f for f in algorithm_for(host.algo).own_fields if hasattr(state, f)]

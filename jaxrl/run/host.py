@@ -101,11 +101,20 @@ class HostRun(NamedTuple):
     num_updates: int
     chunk_updates: int
     metric_names: tuple[str, ...]
+    config_index: tuple[int, ...] = ()  # a sweep group's: each member's configuration (else empty)
+    labels: tuple[str, ...] = ()  # a sweep group's: one per configuration (else empty)
+
+    def member_name(self, i: int) -> str:
+        """Member ``i`` as the live line, errors and dashboards name it."""
+        seed = self.seeds[i]
+        return f"{self.labels[self.config_index[i]]} seed {seed}" if self.labels else f"seed {seed}"
 
 
-def prepare_host(config: Config) -> HostRun:
+def prepare_host(config: Config, members: Any = None) -> HostRun:
     """Check ``config`` for a host env and build its agent; raises
-    :class:`ConfigError` (one line) before anything is written."""
+    :class:`ConfigError` (one line) before anything is written. ``members``
+    (a sweep group's :class:`jaxrl.run.spec.Members`: configurations × seeds,
+    each with its traced hyperparameters) replaces the config's own seeds."""
     import jax
 
     for key, value, default in _UNSUPPORTED:
@@ -171,13 +180,27 @@ def prepare_host(config: Config) -> HostRun:
             "does not train on host envs yet",
             "pass algo=ppo",
         )
+    chunk = max(1, math.ceil(num_updates / config.num_evals))
+    per_member = config.num_envs // actors(config)
+    if members is not None:
+        hparams = jax.tree.map(lambda x: np.asarray(x).copy(), members.hparams)
+        return HostRun(
+            config,
+            spec,
+            agent,
+            tuple(members.seeds),
+            hparams,
+            per_member,
+            num_updates,
+            chunk,
+            algorithm.metrics,
+            tuple(members.config_index),
+            tuple(members.labels),
+        )
     seeds = seed_ids(config)
     base = HParams.from_config(config.algo)
     hparams = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(seeds),)).copy(), base)
-    chunk = max(1, math.ceil(num_updates / config.num_evals))
-    return HostRun(
-        config, spec, agent, seeds, hparams, config.num_envs // actors(config), num_updates, chunk, algorithm.metrics
-    )
+    return HostRun(config, spec, agent, seeds, hparams, per_member, num_updates, chunk, algorithm.metrics)
 
 
 def actors(config: Config) -> int:
@@ -551,7 +574,7 @@ def _pipeline(
         actor_device=actor_device,
         start_update=start,
         describe_env=lambda actor, env: (
-            f"env {run.spec.name}: seed {run.seeds[env // run.per_member]} "
+            f"env {run.spec.name}: {run.member_name(env // run.per_member)} "
             f"(its env {env % run.per_member} in {unit} {actor})"
         ),
     )
@@ -566,19 +589,26 @@ def _actors_text(config: Config) -> str:
 
 
 def run_host(
-    config: Config, log: Callable[[str], None], stopper: StopRequest, stop_after_chunks: int | None = None
+    config: Config,
+    log: Callable[[str], None],
+    stopper: StopRequest | None,
+    stop_after_chunks: int | None = None,
+    group: tuple[HostRun, str, bool] | None = None,
 ) -> int:
     """Train ``config`` (a host env) through the pipeline; returns the exit code.
-    ``stop_after_chunks``: stop there with a checkpoint (tests, scripted preemption)."""
+    ``stop_after_chunks``: stop there with a checkpoint (tests, scripted preemption).
+    ``group``: a sweep group's ``(prepared run, its directory, resuming)`` instead
+    of ``config``'s own run."""
     started = time.perf_counter()
-    run = prepare_host(config)
+    stopper = stopper or StopRequest()  # signals are the caller's to install
+    run = prepare_host(config) if group is None else group[0]
     config = run.config  # actor.envs_per_runner sets num_envs
     ray_started = False
     if config.actor.kind == "ray":  # join (or start) Ray and check its CPUs before anything is written
         a = config.actor
         ray_started = connect(a.address, a.runners, a.cpus_per_runner, a.strategy)
     try:
-        return _run_host(run, log, stopper, stop_after_chunks, started, ray_started)
+        return _run_host(run, log, stopper, stop_after_chunks, started, ray_started, group)
     finally:
         if ray_started:  # the runners' close shuts it down; a run stopped before them, here
             import ray
@@ -593,12 +623,16 @@ def _run_host(
     stop_after_chunks: int | None,
     started: float,
     ray_started: bool,
+    group: tuple[HostRun, str, bool] | None = None,
 ) -> int:
     import jax
 
     config = run.config
-    resuming = config.resume is not None
-    run_dir = config.run_dir if resuming else new_run_dir(config)
+    if group is None:
+        resuming = config.resume is not None
+        run_dir = config.run_dir if resuming else new_run_dir(config)
+    else:
+        _, run_dir, resuming = group
     data = {
         k: v
         for k, v in to_dict(config).items()
@@ -612,8 +646,9 @@ def _run_host(
         write_config(os.path.join(run_dir, "config.yaml"), dataclasses.replace(config, run_dir=run_dir))
     log(f"run directory: {run_dir}")
     members = len(run.seeds)
+    who = f"{len(run.labels)} configurations × {members // len(run.labels)}" if run.labels else str(members)
     log(
-        f"{run.spec.name} · {config.algo.name} · {members} seed(s) × {config.num_envs} envs in "
+        f"{run.spec.name} · {config.algo.name} · {who} seed(s) × {config.num_envs} envs in "
         f"{_actors_text(config)} · {run.num_updates} updates · actor–learner pipeline "
         f"(policy lag ≤ {0 if config.actor.sync else config.actor.max_lag})"
     )
@@ -681,7 +716,10 @@ def _dashboards(run: HostRun, run_dir: str, start_env_steps: int, fresh: bool) -
         config.wandb_project,
         to_dict(dataclasses.replace(config, resume=None)),
         run_dir,
-        [f"seed_{s}" for s in run.seeds],
+        [
+            f"{run.labels[c].replace(' ', ',')}/seed_{s}" if len(run.labels) > 1 else f"seed_{s}"
+            for s, c in zip(run.seeds, run.config_index or [0] * len(run.seeds), strict=True)
+        ],
         start_env_steps,
         run.metric_names,
         lambda: shutil.rmtree(run_dir, ignore_errors=True) if fresh else None,
@@ -690,11 +728,10 @@ def _dashboards(run: HostRun, run_dir: str, start_env_steps: int, fresh: bool) -
 
 def _stopped(loop: _Loop, text: str, code: int) -> int:
     kept = loop.ckpt.latest() if loop.ckpt is not None else None
-    where = (
-        f"; last checkpoint: chunk {kept} (resume={loop.run_dir})"
-        if kept is not None
-        else "; no checkpoint was written"
+    resume = (
+        f"python -m jaxrl.sweep resume={os.path.dirname(loop.run_dir)}" if loop.run.labels else f"resume={loop.run_dir}"
     )
+    where = f"; last checkpoint: chunk {kept} ({resume})" if kept is not None else "; no checkpoint was written"
     loop.log(f"error: {text}{where}" if code == 2 else f"{text}{where}")
     return code
 
@@ -740,6 +777,10 @@ def _finish(
         "backend": jax.default_backend(),
         "devices": 1,  # the learner's: every seed in one vmapped program on one device
     }
+    if run.labels:  # a sweep group: one block per configuration, as a compiled group's summary has
+        result["configs"] = _config_blocks(run, final)
+        for key in ("seeds", "final_eval_return", *stats.summarize(final, run.spec.solved_return)):
+            result.pop(key)
     write_json(os.path.join(loop.run_dir, "summary.json"), result)
     hyper = flat(to_dict(dataclasses.replace(config, run_dir=None, resume=None)))
     for dashboard in loop.dashboards:
@@ -747,7 +788,12 @@ def _finish(
     if config.plots:
         summary.plot_run(loop.run_dir, records, f"{run.spec.name} · {config.algo.name}", run.spec.solved_return)
     title = f"{run.spec.name} · {config.algo.name} · final deterministic evaluation ({config.eval.episodes} episodes per seed)"
-    print(stats.robustness_table(result["seeds"], final, result, run.spec.solved_return, title), flush=True)
+    for block in result.get("configs") or [result]:
+        heading = f"{title} · {block['label']}" if "label" in block else title
+        table = stats.robustness_table(
+            block["seeds"], block["final_eval_return"], block, run.spec.solved_return, heading
+        )
+        print(table, flush=True)
     if totals:
         print(pipeline_text(totals), flush=True)
     count = "?" if result["env_steps_per_s"] is None else format_count(result["env_steps_per_s"])
@@ -756,6 +802,26 @@ def _finish(
     )
     loop.log(f"run directory: {loop.run_dir}")
     return 0
+
+
+def _config_blocks(run: HostRun, final: list[float]) -> list[dict[str, Any]]:
+    """A sweep group's configurations: each one's label, traced hyperparameters,
+    seeds, final returns and their statistics."""
+    blocks = []
+    for c, label in enumerate(run.labels):
+        members = [i for i, ci in enumerate(run.config_index) if ci == c]
+        values = [final[i] for i in members]
+        blocks.append(
+            {
+                "label": label,
+                "hparams": {k: float(np.asarray(v)[members[0]]) for k, v in run.hparams.to_dict().items()},
+                "seeds": [run.seeds[i] for i in members],
+                "final_eval_return": values,
+                **stats.summarize(values, run.spec.solved_return),
+                "failed_seeds": [],
+            }
+        )
+    return blocks
 
 
 class OpenedHostRun(NamedTuple):
@@ -768,11 +834,12 @@ class OpenedHostRun(NamedTuple):
     run_dir: str
 
 
-def open_host_run(run_dir: str, config: Config) -> OpenedHostRun:
-    """``run_dir``'s host-env run (its ``config``) with its newest checkpoint."""
+def open_host_run(run_dir: str, config: Config, members: Any = None) -> OpenedHostRun:
+    """``run_dir``'s host-env run (its ``config``; a sweep group's ``members``)
+    with its newest checkpoint."""
     import jax
 
-    run = prepare_host(config)
+    run = prepare_host(config, members)
     ckpt = Checkpointer(run_dir, keep=config.keep)
     try:
         if ckpt.latest() is None:
@@ -787,22 +854,35 @@ def open_host_run(run_dir: str, config: Config) -> OpenedHostRun:
     return OpenedHostRun(run, restored.state["states"], int(restored.meta.get("update", 0)), restored.chunk, run_dir)
 
 
-def member_index(opened: OpenedHostRun, seed: int | None) -> int:
-    """The member of ``seed`` (default: the run's first seed); ConfigError if the run has no such seed."""
-    seeds = opened.run.seeds
-    seed = seeds[0] if seed is None else int(seed)
-    if seed not in seeds:
+def member_index(opened: OpenedHostRun, seed: int | None, config_label: str | None = None) -> int:
+    """The member of ``seed`` (default: the run's first seed; in a sweep group,
+    of configuration ``config_label``); ConfigError if there is no such member
+    or several."""
+    run = opened.run
+    seed = run.seeds[0] if seed is None else int(seed)
+    found = [
+        i
+        for i, s in enumerate(run.seeds)
+        if s == seed and (config_label is None or run.labels[run.config_index[i]] == config_label)
+    ]
+    if not found:
+        choices = ", ".join(map(str, sorted(set(run.seeds))))
+        raise ConfigError("seed", seed, f"is not a seed of this run ({choices})", f"pass seed={run.seeds[0]}")
+    if len(found) > 1:
+        labels = [run.labels[run.config_index[i]] for i in found]
         raise ConfigError(
-            "seed", seed, f"is not a seed of this run ({', '.join(map(str, seeds))})", f"pass seed={seeds[0]}"
+            "seed", seed, f"is in several configurations of this sweep group ({labels})", "pass config=LABEL too"
         )
-    return seeds.index(seed)
+    return found[0]
 
 
-def host_policy(opened: OpenedHostRun, seed: int | None, deterministic: bool) -> Callable[[Any, Any], Any]:
+def host_policy(
+    opened: OpenedHostRun, seed: int | None, deterministic: bool, config_label: str | None = None
+) -> Callable[[Any, Any], Any]:
     """``act(obs, key) -> action`` of one member (:func:`jaxrl.load_policy` of a host-env run)."""
     import jax
 
-    member = member_index(opened, seed)
+    member = member_index(opened, seed, config_label)
     state = jax.tree.map(lambda x: x[member], opened.states)
     agent = opened.run.agent
     choose = agent.act if deterministic else agent.sample
@@ -840,7 +920,10 @@ def evaluate_host_run(
     per_seed = []
     for i, row in zip(members, returns, strict=True):
         lo, hi = stats.bootstrap_ci(row, np.mean, n_resamples=1000)
-        per_seed.append({"seed": run.seeds[i], "returns": row.tolist(), "mean": float(row.mean()), "ci95": [lo, hi]})
+        label = {"config": run.labels[run.config_index[i]]} if run.labels else {}
+        per_seed.append(
+            {"seed": run.seeds[i], **label, "returns": row.tolist(), "mean": float(row.mean()), "ci95": [lo, hi]}
+        )
     return {
         "run_dir": opened.run_dir,
         "episodes": episodes,

@@ -27,7 +27,7 @@ from jaxrl.core.config import Config
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.host import is_host
 from jaxrl.run import program, sweeping
-from jaxrl.run.host import host_policy, open_host_run
+from jaxrl.run.host import OpenedHostRun, host_policy, open_host_run
 from jaxrl.run.overrides import load_run_config
 from jaxrl.run.spec import Members, RunSpec, members_of, prepare
 
@@ -105,6 +105,13 @@ def _sweep_members(run_dir: str) -> Members | None:
     return sweeping.group_members(plan, plan.groups[index])
 
 
+def open_host(run_dir: str, config: Any) -> OpenedHostRun:
+    """A host-env run directory (``config``: its config) with its newest
+    checkpoint: a train run, or a sweep group with its configurations."""
+    path = os.path.abspath(os.fspath(run_dir))
+    return open_host_run(path, config, _sweep_members(path))
+
+
 def open_run(run_dir: str) -> Run:
     """Load a run directory's config and latest checkpoint (ConfigError if unusable)."""
     if not isinstance(run_dir, (str, os.PathLike)) or not os.path.isdir(run_dir):
@@ -170,7 +177,7 @@ def load_policy(
     """
     host = host_config(run_dir)
     if host is not None:
-        return host_policy(open_host_run(os.path.abspath(os.fspath(run_dir)), host), seed, deterministic)
+        return host_policy(open_host(run_dir, host), seed, deterministic, config)
     run = open_run(run_dir)
     for note in run.notes:
         warnings.warn(note, stacklevel=2)

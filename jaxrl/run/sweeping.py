@@ -25,6 +25,7 @@ from jaxrl.envs.host import is_host
 from jaxrl.perf import platform
 from jaxrl.perf.platform import Process
 from jaxrl.run import launch, report
+from jaxrl.run.host import HostRun, prepare_host, run_host
 from jaxrl.run.io import write_json
 from jaxrl.run.loop import execute
 from jaxrl.run.overrides import ALGOS, normalize_overrides, resolve, schema, to_dict
@@ -32,7 +33,7 @@ from jaxrl.run.rundir import new_run_dir, write_config
 from jaxrl.run.spec import Members, RunSpec, prepare
 from jaxrl.run.summary import heldout_table, sets_table
 
-__all__ = ["Plan", "plan", "group_members", "group_spec", "run"]
+__all__ = ["Plan", "plan", "group_members", "group_spec", "host_group", "run"]
 
 
 @dataclasses.dataclass
@@ -104,14 +105,6 @@ def plan(argv: list[str]) -> Plan:
             {k: _value_text(v) for k, v in zip(axes, combo, strict=True)} for combo in itertools.product(*axes.values())
         ]
     configs = [resolve(base + [f"{k}={v}" for k, v in a.items()]) for a in assignments]
-    host = next((c.env.name for c in configs if is_host(c.env.name)), None)
-    if host is not None:  # the actor–learner pipeline trains one configuration's seeds per run
-        raise ConfigError(
-            "env",
-            host,
-            "cannot be swept yet: host envs (gymnasium:…, envpool:…) train one configuration per run",
-            "train each configuration with python -m jaxrl.train",
-        )
     groups: dict[str, list[int]] = {}
     for i, config in enumerate(configs):
         groups.setdefault(_static_signature(config), []).append(i)
@@ -260,6 +253,18 @@ def group_spec(plan_: Plan, g: int, sweep_dir: str, process: Process, layout: bo
     )
 
 
+def host_group(plan_: Plan, g: int, sweep_dir: str) -> tuple[HostRun, str, bool]:
+    """Group ``g`` on a host env: its prepared pipeline run (every configuration's
+    seeds as members of one learner, each with its own envs), its directory and
+    whether it resumes from a checkpoint there."""
+    group = plan_.groups[g]
+    group_dir = os.path.join(sweep_dir, f"group-{g}")
+    checkpoints = os.path.join(group_dir, "checkpoints")
+    resuming = os.path.isdir(checkpoints) and any(n.isdigit() for n in os.listdir(checkpoints))
+    config = dataclasses.replace(plan_.configs[group[0]], resume=None)
+    return prepare_host(config, group_members(plan_, group)), group_dir, resuming
+
+
 def _sweep_dir(config: Config) -> str:
 
     return new_run_dir(config, prefix="sweep-", again="finish")
@@ -323,7 +328,10 @@ def run(
     # every chosen group prepared — its env (swept env settings give each group its own),
     # trainer, checks and, for this host's own jobs, its device layout — before anything is written
     process = process or platform.process_settings()
-    specs = {g: group_spec(the_plan, g, sweep_dir, process, layout=not remote) for g in chosen}
+    if is_host(the_plan.configs[0].env.name):  # the actor–learner pipeline, one learner per group
+        specs: dict[int, Any] = {g: host_group(the_plan, g, sweep_dir) for g in chosen}
+    else:
+        specs = {g: group_spec(the_plan, g, sweep_dir, process, layout=not remote) for g in chosen}
     groups = [
         {"dir": f"group-{g}", "configurations": [_label(the_plan.assignments[i]) for i in group]}
         for g, group in enumerate(the_plan.groups)
@@ -431,8 +439,15 @@ def _report(sweep_dir: str, count: int, selected: list[int] | None, remote: bool
     return 0
 
 
-def _run_group(spec: RunSpec, g: int, log: Any, stopper: Any, stop_after_chunks: int | None) -> int | None:
-    """Train group ``g`` in this process; an exit code when it stopped early."""
+def _run_group(spec: Any, g: int, log: Any, stopper: Any, stop_after_chunks: int | None) -> int | None:
+    """Train group ``g`` (its RunSpec, or a host env's :func:`host_group`) in
+    this process; an exit code when it stopped early."""
+    if isinstance(spec, tuple):
+        run, group_dir, _ = spec
+        count = len(run.labels)
+        log(f"group {g}: {count} configurations × {len(run.seeds) // count} seeds")
+        code = run_host(run.config, log, stopper, stop_after_chunks, group=spec)
+        return None if code == 0 and os.path.isfile(os.path.join(group_dir, "summary.json")) else code
     if not spec.resuming:
         os.makedirs(spec.run_dir, exist_ok=True)
         write_config(os.path.join(spec.run_dir, "config.yaml"), spec.config)
