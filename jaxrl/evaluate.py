@@ -28,11 +28,12 @@ from jaxrl.core.contract import policy_step  # noqa: E402
 from jaxrl.core.errors import ConfigError  # noqa: E402
 from jaxrl.envs.host import render_episode  # noqa: E402
 from jaxrl.run import memory, parallel, stats  # noqa: E402
-from jaxrl.run.host import evaluate_host_run, host_policy  # noqa: E402
+from jaxrl.run.host import evaluate_host_run, host_policy, pick  # noqa: E402
 from jaxrl.run.io import write_json  # noqa: E402
 from jaxrl.run.policy import host_config, open_host, open_run  # noqa: E402
 from jaxrl.run.render import episode_observations, save_frames_gif, save_gif  # noqa: E402
 from jaxrl.run.rundir import layout_note  # noqa: E402
+from jaxrl.run.spec import pick_members  # noqa: E402
 from jaxrl.run.summary import set_blocks, sets_table  # noqa: E402
 from jaxrl.trainer.evaluate import make_evaluate  # noqa: E402
 from jaxrl.trainer.loop import make_evaluate_sets, make_train  # noqa: E402
@@ -40,7 +41,7 @@ from jaxrl.trainer.loop import make_evaluate_sets, make_train  # noqa: E402
 __all__ = ["USAGE", "main"]
 
 
-USAGE = """usage: python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [deterministic=true|false] [render=true] [max_steps=N] [eval.sets=SETS]
+USAGE = """usage: python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [config=LABEL] [deterministic=true|false] [render=true] [max_steps=N] [eval.sets=SETS]
 
   Evaluates the run's latest checkpoint: every selected seed × N episodes in one
   compiled program. With the defaults (episodes = the run's eval.episodes,
@@ -49,7 +50,9 @@ USAGE = """usage: python -m jaxrl.evaluate RUN_DIR [episodes=N] [seed=all|K] [de
   also evaluates named sets (train: the training distribution; nominal: the
   env's own parameters; NAME: a grid and/or per-episode draws) and reports each
   set's IQM and its gap to train; the run's own eval.sets replay its final
-  set evaluation exactly.
+  set evaluation exactly. A sweep group directory (SWEEP_DIR/group-G) holds
+  several configurations with the same seed ids: config=LABEL (a label of its
+  report, e.g. config="lr=0.001") evaluates that configuration's seeds only.
 """
 
 
@@ -62,6 +65,7 @@ def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
         "render": "false",
         "max_steps": None,
         "eval.sets": "",
+        "config": None,
     }
     run_dir = None
     options: dict[str, Any] = dict(known)
@@ -75,7 +79,10 @@ def _options(argv: list[str]) -> tuple[str, dict[str, str]]:
             options[key] = value
         else:
             raise ConfigError(
-                key, value, "unknown option", "use episodes=, seed=, deterministic=, render=, max_steps= or eval.sets="
+                key,
+                value,
+                "unknown option",
+                "use episodes=, seed=, config=, deterministic=, render=, max_steps= or eval.sets=",
             )
     if run_dir is None:
         raise ConfigError("run_dir", "(none)", "a run directory is needed", "pass RUN_DIR")
@@ -120,13 +127,15 @@ def _evaluate_host(run_dir: str, config: Any, options: dict[str, str]) -> int:
     episodes = options["episodes"] or config.eval.episodes
     max_steps = options["max_steps"] or config.eval.max_steps or opened.run.spec.max_episode_steps or 10_000
     deterministic = options["deterministic"] == "true"
-    seed = None if options["seed"] == "all" else options["seed"]
+    run = opened.run
+    first = pick(run, options["seed"], options["config"])[0]  # a seed or configuration the run lacks: one line
     if options["render"] == "true":  # before any episode is played: an env that cannot draw is one line
-        act = jax.jit(host_policy(opened, seed, deterministic))
+        shown = run.seeds[first]
+        label = run.labels[run.config_index[first]] if run.labels else None
+        act = jax.jit(host_policy(opened, shown, deterministic, label))
         keys = iter(jax.random.split(jax.random.key(54321), max_steps + 1))
-        shown = opened.run.seeds[0] if seed is None else seed
         frames, rewards = render_episode(opened.run.spec, lambda obs: act(obs, next(keys)), shown, max_steps)
-    out = evaluate_host_run(opened, episodes, options["seed"], deterministic, max_steps)
+    out = evaluate_host_run(opened, episodes, options["seed"], deterministic, max_steps, options["config"])
     policy = "deterministic" if deterministic else "sampled"
     print(f"{opened.run.spec.name} · {config.algo.name} · {policy} policy · {episodes} episodes per seed")
     for row in out["seeds"]:
@@ -161,9 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         if host is not None:  # a run on a host env: its own envs, stepped here
             return _evaluate_host(run_dir, host, options)
         run = open_run(run_dir)
-        members = (
-            list(range(len(run.members.seeds))) if options["seed"] == "all" else [run.member_index(options["seed"])]
-        )
+        m = run.members
+        members = pick_members(m.seeds, m.config_index, m.labels, options["seed"], options["config"])
         # eval.sets= of this evaluation, parsed as the run's own are: by the trainer
         config = run.config
         with_sets = dataclasses.replace(config, eval=dataclasses.replace(config.eval, sets=options["eval.sets"]))

@@ -1,4 +1,4 @@
-"""``python -m jaxrl.export RUN_DIR [seed=K] [out=DIR] [deterministic=true|false]``
+"""``python -m jaxrl.export RUN_DIR [seed=K] [config=LABEL] [out=DIR] [deterministic=true|false]``
 
 Writes one trained seed's policy as a serialized ``jax.export`` artifact plus
 the parameters it reads (named; no critic, optimizer state or replay buffer),
@@ -22,10 +22,11 @@ from jaxrl.run import export  # noqa: E402
 
 __all__ = ["USAGE", "main"]
 
-USAGE = """usage: python -m jaxrl.export RUN_DIR [seed=K] [out=DIR] [deterministic=true|false]
+USAGE = """usage: python -m jaxrl.export RUN_DIR [seed=K] [config=LABEL] [out=DIR] [deterministic=true|false]
 
-Writes one trained seed's policy (default: the run's first seed) to out=
-(default: RUN_DIR/export-seedK): policy.jaxexport (a serialized jax.export
+Writes one trained seed's policy (default: the run's first seed; in a sweep
+group directory, of configuration config=LABEL) to out= (default:
+RUN_DIR/export-seedK, in a sweep group RUN_DIR/export-LABEL-seedK): policy.jaxexport (a serialized jax.export
 artifact, batch size symbolic), params.npz (the parameters the policy reads,
 by name), policy.json (spaces, call signature, parameter order) and
 run_policy.py. Running it needs jax, numpy and flatbuffers only
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     platform.configure()
     platform.quiet_libraries()
     try:
-        options: dict[str, Any] = {"seed": None, "out": None, "deterministic": "true"}
+        options: dict[str, Any] = {"seed": None, "config": None, "out": None, "deterministic": "true"}
         run_dir = None
         for a in argv:
             key, sep, value = a.partition("=")
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             elif key in options:
                 options[key] = value
             else:
-                raise ConfigError(key, value, "unknown option", "use seed=, out= or deterministic=")
+                raise ConfigError(key, value, "unknown option", "use seed=, config=, out= or deterministic=")
         if run_dir is None:
             raise ConfigError("run_dir", "(none)", "a run directory is needed", "pass RUN_DIR")
         if options["deterministic"] not in ("true", "false"):
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             options["out"],
             options["deterministic"] == "true",
             log=lambda text: print(text, file=sys.stderr),
+            config_label=options["config"],
         )
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -85,6 +85,9 @@ CASES = [
     ("evaluate", ["{run}", "colour=red"], "colour=red: unknown option"),
     ("export", ["{tmp}/nope"], "does not exist"),
     ("export", ["{run}", "seed=9"], "seed=9: is not in this run"),
+    # config= picks a sweep group's configuration; a train run has one
+    ("evaluate", ["{run}", "config=lr=0.001"], "config=lr=0.001: is not a configuration of this run"),
+    ("export", ["{run}", "seed=1", "config=lr=0.001"], "config=lr=0.001: is not a configuration of this run"),
     ("report", ["{tmp}/corrupt"], "holds unreadable results"),
     # networks and observations (issue: pixels and memory)
     ("train", ["env=memorychain", "env.params=memory_len=3"], "MemoryChain-bsuite has no parameter 'memory_len'"),

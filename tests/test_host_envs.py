@@ -229,12 +229,12 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
     steps are at most about lr: lr=1e-9 leaves its members' parameters where
     they started, lr=3e-3 moves them); a sweep
     stopped after one chunk resumes to the end; the report has a row per
-    configuration; evaluate and load_policy read the group (a seed named with
-    its configuration)."""
+    configuration; evaluate, load_policy and export read the group (a seed
+    named with its configuration: config=LABEL)."""
     import jax
 
     import jaxrl
-    from jaxrl import evaluate
+    from jaxrl import evaluate, export
     from jaxrl.run import sweeping
     from jaxrl.run.policy import host_config, open_host
 
@@ -280,10 +280,30 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
     assert [(s["config"], s["seed"]) for s in result["seeds"]] == [
         (run.labels[c], s) for c, s in [(0, 0), (0, 1), (1, 0), (1, 1)]
     ]
+    assert evaluate.main([str(group), "episodes=2", f"config={run.labels[1]}"]) == 0
+    result = json.loads((group / "evaluation.json").read_text())
+    assert [(s["config"], s["seed"]) for s in result["seeds"]] == [(run.labels[1], 0), (run.labels[1], 1)]
     with pytest.raises(ValueError, match="pass config=LABEL"):
         jaxrl.load_policy(str(group), seed=0)
     act = jaxrl.load_policy(str(group), seed=0, config=run.labels[1])
-    assert np.asarray(act(np.zeros((3, 4), np.float32), jax.random.key(0))).shape == (3,)
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, 4)).astype(np.float32)
+    action = np.asarray(act(obs, jax.random.key(0)))
+    assert action.shape == (5,)
+
+    # export: a seed alone is ambiguous in a group (one line); with its configuration it ships that member
+    capsys.readouterr()
+    assert export.main([str(group), "seed=0"]) == 2
+    assert "pass config=LABEL too" in capsys.readouterr().err
+    assert export.main([str(group), "seed=0", f"config={run.labels[1]}"]) == 0
+    out = group / f"export-{run.labels[1]}-seed0"
+    shipped = subprocess.run(
+        [sys.executable, "-c", EXPORTED, str(out), json.dumps(obs.tolist())],
+        env=user_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert shipped.returncode == 0, shipped.stderr[-2000:]
+    np.testing.assert_array_equal(np.asarray(json.loads(shipped.stdout)), action)
 
 
 @pytest.mark.parametrize(

@@ -656,6 +656,16 @@ def test_grid_sweep_and_its_policies(grid_sweep):
     labels = [c["label"] for c in json.loads((group / "summary.json").read_text())["configs"]]
     act = jaxrl.load_policy(str(group), seed=5, config=labels[-1])
     assert np.asarray(act(np.zeros((3, 4), np.float32), jax.random.key(0))).shape == (3,)
+    # evaluate and export name a configuration of the group with config=LABEL (its seeds are every configuration's)
+    from jaxrl import evaluate, export
+
+    assert evaluate.main([str(group), f"config={labels[-1]}", "episodes=2"]) == 0
+    rows = json.loads((group / "evaluation.json").read_text())["seeds"]
+    assert {r["config"] for r in rows} == {labels[-1]} and [r["seed"] for r in rows] == list(range(16))
+    assert export.main([str(group), "seed=5"]) == 2  # in every configuration: one line asking for config=
+    assert export.main([str(group), "seed=5", f"config={labels[-1]}"]) == 0
+    spec = json.loads((group / f"export-{labels[-1].replace(' ', '_')}-seed5" / "policy.json").read_text())
+    assert spec["seed"] == 5
 
 
 def test_random_search(home):

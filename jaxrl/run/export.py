@@ -65,14 +65,15 @@ class _Source(NamedTuple):
     run_dir: str
 
 
-def _source(run_dir: str, seed: int | None, log: Callable[[str], None]) -> _Source:
-    """The member ``seed`` (default: the first) of ``run_dir``: a run of a JAX env or of a host env."""
+def _source(run_dir: str, seed: int | None, log: Callable[[str], None], config_label: str | None = None) -> _Source:
+    """The member ``seed`` (default: the first; of configuration ``config_label``
+    in a sweep group) of ``run_dir``: a run of a JAX env or of a host env."""
     import jax
 
     host = host_config(run_dir)
     if host is not None:
         opened = open_host(run_dir, host)
-        member = member_index(opened, seed)
+        member = member_index(opened, seed, config_label)
         state = jax.tree.map(lambda x: x[member], opened.states)
         own = [f for f in algorithm_for(host.algo).own_fields if hasattr(state, f)]
         spec = opened.run.spec
@@ -90,7 +91,7 @@ def _source(run_dir: str, seed: int | None, log: Callable[[str], None]) -> _Sour
     run = open_run(run_dir)
     for note in run.notes:
         log(note)
-    member = run.member_index(run.members.seeds[0] if seed is None else int(seed))
+    member = run.member_index(run.members.seeds[0] if seed is None else int(seed), config_label)
     state = run.agent_state(member)
     state = state.replace(
         **{name: None for name in run.trainer.algorithm.own_fields}
@@ -155,13 +156,15 @@ def export_policy(
     out: str | None = None,
     deterministic: bool = True,
     log: Callable[[str], None] | None = None,
+    config_label: str | None = None,
 ) -> str:
-    """Export one seed's policy (a run of a JAX env or of a host env); returns the
-    output directory. ``log`` gets the run's notes (an older checkpoint used;
-    default: :func:`warnings.warn`)."""
+    """Export one seed's policy (a run of a JAX env or of a host env; in a sweep
+    group, of configuration ``config_label``); returns the output directory.
+    ``log`` gets the run's notes (an older checkpoint used; default:
+    :func:`warnings.warn`)."""
     import jax
 
-    source = _source(run_dir, seed, log or warnings.warn)
+    source = _source(run_dir, seed, log or warnings.warn, config_label)
     paths, treedef = jax.tree_util.tree_flatten_with_path(source.state)
     leaves = [np.asarray(x) for _, x in paths]
     names = [jax.tree_util.keystr(path, simple=True, separator="/") for path, _ in paths]
@@ -174,7 +177,8 @@ def export_policy(
     used = [i for i in probe.module_kept_var_idx if i < len(leaves)]
     exported = _export(choose, treedef, leaves, used, source.obs_shape, carry_size)
     blob = exported.serialize()  # before anything is written
-    out = out or os.path.join(source.run_dir, f"export-seed{source.seed}")
+    name = f"export-{config_label.replace(' ', '_')}-seed{source.seed}" if config_label else f"export-seed{source.seed}"
+    out = out or os.path.join(source.run_dir, name)
     make_dir("out", out, "pass out=DIR in a writable directory")
     with open(os.path.join(out, "policy.jaxexport"), "wb") as f:
         f.write(blob)

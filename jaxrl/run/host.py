@@ -41,6 +41,7 @@ from jaxrl.run.records import EvalRecord, UpdateRecord
 from jaxrl.run.records import read as read_records
 from jaxrl.run.rundir import HOST_KEPT_BEFORE, accepted_hashes, new_run_dir, save_checkpoint, write_config
 from jaxrl.run.signals import StopRequest
+from jaxrl.run.spec import pick_members
 
 __all__ = [
     "HostRun",
@@ -854,26 +855,17 @@ def open_host_run(run_dir: str, config: Config, members: Any = None) -> OpenedHo
     return OpenedHostRun(run, restored.state["states"], int(restored.meta.get("update", 0)), restored.chunk, run_dir)
 
 
+def pick(run: HostRun, seed: int | str | None, config_label: str | None = None) -> list[int]:
+    """:func:`jaxrl.run.spec.pick_members` of a host-env run (a train run: one configuration)."""
+    config_index = run.config_index or (0,) * len(run.seeds)
+    return pick_members(run.seeds, config_index, run.labels or ("default",), seed, config_label)
+
+
 def member_index(opened: OpenedHostRun, seed: int | None, config_label: str | None = None) -> int:
     """The member of ``seed`` (default: the run's first seed; in a sweep group,
     of configuration ``config_label``); ConfigError if there is no such member
     or several."""
-    run = opened.run
-    seed = run.seeds[0] if seed is None else int(seed)
-    found = [
-        i
-        for i, s in enumerate(run.seeds)
-        if s == seed and (config_label is None or run.labels[run.config_index[i]] == config_label)
-    ]
-    if not found:
-        choices = ", ".join(map(str, sorted(set(run.seeds))))
-        raise ConfigError("seed", seed, f"is not a seed of this run ({choices})", f"pass seed={run.seeds[0]}")
-    if len(found) > 1:
-        labels = [run.labels[run.config_index[i]] for i in found]
-        raise ConfigError(
-            "seed", seed, f"is in several configurations of this sweep group ({labels})", "pass config=LABEL too"
-        )
-    return found[0]
+    return pick(opened.run, seed, config_label)[0]
 
 
 def host_policy(
@@ -895,14 +887,20 @@ def host_policy(
 
 
 def evaluate_host_run(
-    opened: OpenedHostRun, episodes: int, seed: str, deterministic: bool, max_steps: int
+    opened: OpenedHostRun,
+    episodes: int,
+    seed: int | str,
+    deterministic: bool,
+    max_steps: int,
+    config_label: str | None = None,
 ) -> dict[str, Any]:
-    """``python -m jaxrl.evaluate`` of a host-env run: every (or one) member's
-    policy on ``episodes`` fresh episodes of its own; returns evaluation.json's content."""
+    """``python -m jaxrl.evaluate`` of a host-env run: every (``seed="all"``) or
+    one member's policy (of configuration ``config_label`` in a sweep group) on
+    ``episodes`` fresh episodes of its own; returns evaluation.json's content."""
     import jax
 
     run = opened.run
-    members = list(range(len(run.seeds))) if seed == "all" else [member_index(opened, int(seed))]
+    members = pick(run, seed if seed == "all" else int(seed), config_label)
     states = jax.tree.map(lambda x: x[np.asarray(members)], opened.states)
     agent = run.agent
     choose = agent.act if deterministic else agent.sample

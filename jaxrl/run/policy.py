@@ -29,7 +29,7 @@ from jaxrl.envs.host import is_host
 from jaxrl.run import program, sweeping
 from jaxrl.run.host import OpenedHostRun, host_policy, open_host_run
 from jaxrl.run.overrides import load_run_config
-from jaxrl.run.spec import Members, RunSpec, members_of, prepare
+from jaxrl.run.spec import Members, RunSpec, members_of, pick_members, prepare
 
 __all__ = ["Run", "RecurrentPolicy", "open_run", "load_policy"]
 
@@ -66,21 +66,7 @@ class Run:
     def member_index(self, seed: int, config_label: str | None = None) -> int:
         """Index of the member with seed id ``seed`` (and ``config_label`` in sweeps)."""
         members = self.members
-        candidates = [
-            i
-            for i, (s, c) in enumerate(zip(members.seeds, members.config_index, strict=True))
-            if s == seed and (config_label is None or members.labels[c] == config_label)
-        ]
-        if not candidates:
-            raise ConfigError(
-                "seed", seed, f"is not in this run (seeds: {sorted(set(members.seeds))})", "pass one of those seeds"
-            )
-        if len(candidates) > 1:
-            labels = [members.labels[members.config_index[i]] for i in candidates]
-            raise ConfigError(
-                "seed", seed, f"is in several configurations of this sweep group ({labels})", "pass config=LABEL too"
-            )
-        return candidates[0]
+        return pick_members(members.seeds, members.config_index, members.labels, seed, config_label)[0]
 
     def agent_state(self, member: int) -> Any:
         """One member's agent state, cut out of the vmapped state."""

@@ -25,7 +25,7 @@ from jaxrl.run.validation import check_env_actions
 from jaxrl.trainer import pbt
 from jaxrl.trainer.loop import Trainer, make_train
 
-__all__ = ["Members", "RunSpec", "prepare", "members_of", "parse_perturb"]
+__all__ = ["Members", "RunSpec", "prepare", "members_of", "pick_members", "parse_perturb"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,38 @@ class Members:
 
     def __len__(self) -> int:
         return len(self.seeds)
+
+
+def pick_members(
+    seeds: tuple[int, ...],
+    config_index: tuple[int, ...],
+    labels: tuple[str, ...],
+    seed: int | str | None,
+    config_label: str | None = None,
+) -> list[int]:
+    """The members (indices) with seed id ``seed`` (``"all"``: every seed;
+    ``None``: the first member's) of configuration ``config_label`` (``None``:
+    any). One seed must name one member: in a sweep group, whose configurations
+    share their seed ids, ``config_label`` picks it. ConfigError (one line)
+    for a label or seed the run does not have, or a seed in several
+    configurations."""
+    if config_label is not None and config_label not in labels:
+        have = ", ".join(labels) if len(labels) > 1 else "a train run: one configuration"
+        raise ConfigError("config", config_label, f"is not a configuration of this run ({have})", "pass one of them")
+    seed = seeds[0] if seed is None else seed
+    found = [
+        i
+        for i, (s, c) in enumerate(zip(seeds, config_index, strict=True))
+        if (seed == "all" or s == seed) and (config_label is None or labels[c] == config_label)
+    ]
+    if not found:
+        raise ConfigError("seed", seed, f"is not in this run (seeds: {sorted(set(seeds))})", "pass one of those seeds")
+    if seed != "all" and len(found) > 1:
+        names = [labels[config_index[i]] for i in found]
+        raise ConfigError(
+            "seed", seed, f"is in several configurations of this sweep group ({names})", "pass config=LABEL too"
+        )
+    return found
 
 
 @dataclass(frozen=True)
