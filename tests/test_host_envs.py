@@ -223,6 +223,18 @@ def test_resume_continues_the_learner_where_it_stopped(tmp_path):
     assert evals[-1].value == pytest.approx(summary["final_eval_return"][1])
 
 
+def _shipped(out: Path, obs: np.ndarray) -> np.ndarray:
+    """The exported policy in ``out`` run without jaxrl on ``obs``: its actions."""
+    shipped = subprocess.run(
+        [sys.executable, "-c", EXPORTED, str(out), json.dumps(obs.tolist())],
+        env=user_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert shipped.returncode == 0, shipped.stderr[-2000:]
+    return np.asarray(json.loads(shipped.stdout))
+
+
 def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, capsys):
     """A sweep over a traced hyperparameter on a host env: every configuration's
     seeds are members of one learner, each with its own hyperparameters (Adam's
@@ -296,14 +308,7 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
     assert "pass config=LABEL too" in capsys.readouterr().err
     assert export.main([str(group), "seed=0", f"config={run.labels[1]}"]) == 0
     out = group / f"export-{run.labels[1]}-seed0"
-    shipped = subprocess.run(
-        [sys.executable, "-c", EXPORTED, str(out), json.dumps(obs.tolist())],
-        env=user_env(),
-        capture_output=True,
-        text=True,
-    )
-    assert shipped.returncode == 0, shipped.stderr[-2000:]
-    np.testing.assert_array_equal(np.asarray(json.loads(shipped.stdout)), action)
+    np.testing.assert_array_equal(_shipped(out, obs), action)
 
 
 @pytest.mark.parametrize(
@@ -781,14 +786,7 @@ def test_continuous_actions_then_evaluate_render_load_policy_and_export(tmp_path
     spec = json.loads((out / "policy.json").read_text())
     assert spec["env"] == "gymnasium:Pendulum-v1" and spec["obs_shape"] == [3] and spec["seed"] == 1
     assert spec["action"] == {"kind": "continuous", "shape": [1], "low": [-2.0], "high": [2.0]}
-    shipped = subprocess.run(
-        [sys.executable, "-c", EXPORTED, str(out), json.dumps(obs.tolist())],
-        env=user_env(),
-        capture_output=True,
-        text=True,
-    )
-    assert shipped.returncode == 0, shipped.stderr[-2000:]
-    np.testing.assert_allclose(np.asarray(json.loads(shipped.stdout)), action, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(_shipped(out, obs), action, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.filterwarnings("error::UserWarning")  # gymnasium's warning of the missing mode is not shown
