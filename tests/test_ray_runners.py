@@ -53,9 +53,9 @@ def cluster(tmp_path_factory):
             nodes.shutdown()
 
 
-def _cli(args: list[str], cwd: Path, **kwargs) -> subprocess.Popen:
+def _cli(args: list[str], cwd: Path, module: str = "jaxrl.train", **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "jaxrl.train", *args],
+        [sys.executable, "-m", module, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -193,6 +193,25 @@ def test_lock_step_runs_on_threads_and_on_ray_runners_are_the_same(cluster, home
             for r in _records(tmp_path / name)
         ]
     assert len(rows["ray"]) == len(rows["threads"]) > 8 and rows["ray"] == rows["threads"]
+
+
+def test_a_lock_step_sweep_on_ray_runners_equals_it_on_threads(cluster, home, tmp_path):
+    """A host sweep (2 configurations × 2 seeds in one learner) in lock step:
+    its group's records are the same with the actors as Ray runners as with
+    threads (the runners step every member's envs and act for every member)."""
+    base = ["env=gymnasium:CartPole-v1", "seeds=2", "algo.lr=1e-3,3e-3", "actor.sync=true", "total_timesteps=2048"]
+    base += ["num_evals=2", "eval.episodes=2", "plots=false"]
+    rows = {}
+    for name, kind in (("threads", ["actor.threads=2"]), ("ray", ["actor=ray", f"actor.address={cluster.address}"])):
+        proc = _cli([*base, *kind, f"run_dir={tmp_path / name}"], home, module="jaxrl.sweep")
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        rows[name] = [
+            {k: v for k, v in r.items() if k not in ("pipeline", "chunk_time_s", "env_steps_per_s")}
+            for r in _records(tmp_path / name / "group-0")
+        ]
+    assert len(rows["ray"]) == len(rows["threads"]) > 4 and rows["ray"] == rows["threads"]
+    assert len(rows["ray"][-1]["eval_return"]) == 4
 
 
 def test_an_env_that_raises_in_a_runner_is_one_line(cluster, home, tmp_path):

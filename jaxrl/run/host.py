@@ -41,7 +41,7 @@ from jaxrl.run.records import EvalRecord, UpdateRecord
 from jaxrl.run.records import read as read_records
 from jaxrl.run.rundir import HOST_KEPT_BEFORE, accepted_hashes, new_run_dir, save_checkpoint, write_config
 from jaxrl.run.signals import StopRequest
-from jaxrl.run.spec import pick_members
+from jaxrl.run.spec import Members, pick_members
 
 __all__ = [
     "HostRun",
@@ -204,15 +204,25 @@ def prepare_host(config: Config, members: Any = None) -> HostRun:
     return HostRun(config, spec, agent, seeds, hparams, per_member, num_updates, chunk, algorithm.metrics)
 
 
+def _runner_members(run: HostRun) -> Any:
+    """A sweep group's members as a Ray env runner's :func:`prepare_host` takes
+    them (None for a train run): who they are, not their hyperparameters (the
+    learner's alone; acting reads the learner's view)."""
+    if not run.labels:
+        return None
+    return Members(run.seeds, run.config_index, run.labels, None, record_updates=False)
+
+
 def actors(config: Config) -> int:
     """The pipeline's actors: threads, or Ray env runners (``actor=ray``)."""
     return config.actor.runners if config.actor.kind == "ray" else config.actor.threads
 
 
-def runner_parts(config: Config) -> RunnerParts:
+def runner_parts(config: Config, members: Any = None) -> RunnerParts:
     """What a Ray env runner builds in its own process: its vector env (every
-    seed's share) and the members' jitted policy (the learner's own program)."""
-    run = prepare_host(config)
+    member's share) and the members' jitted policy (the learner's own program);
+    ``members``: a sweep group's (:func:`prepare_host`)."""
+    run = prepare_host(config, members)
     env = make_vec(run.spec, len(run.seeds) * run.per_member, mode=config.actor.envs)
     return RunnerParts(env, _programs(run).policy, run.spec.obs_shape)
 
@@ -544,7 +554,7 @@ def _pipeline(
     unit = "actor"
     if config.actor.kind == "ray":
         unit = "runner"
-        build = functools.partial(runner_parts, config)
+        build = functools.partial(runner_parts, config, _runner_members(run))
 
         def transport(pipeline: Sebulba) -> RayRunners:
             return RayRunners(
