@@ -111,13 +111,10 @@ class HostRun(NamedTuple):
         return f"{self.labels[self.config_index[i]]} seed {seed}" if self.labels else f"seed {seed}"
 
 
-def prepare_host(config: Config, members: Any = None) -> HostRun:
-    """Check ``config`` for a host env and build its agent; raises
-    :class:`ConfigError` (one line) before anything is written. ``members``
-    (a sweep group's :class:`jaxrl.run.spec.Members`: configurations × seeds,
-    each with its traced hyperparameters) replaces the config's own seeds."""
-    import jax
-
+def _checked_actors(config: Config) -> Config:
+    """``config`` with the pipeline's settings checked (features it lacks, the
+    actors' kind, their share of the envs); ``actor.envs_per_runner`` sets
+    ``num_envs``. ConfigError (one line) otherwise."""
     for key, value, default in _UNSUPPORTED:
         if value(config) != default:
             raise ConfigError(
@@ -151,6 +148,17 @@ def prepare_host(config: Config, members: Any = None) -> HostRun:
             f"must divide num_envs={config.num_envs} (each thread steps num_envs / threads envs of every seed)",
             f"pass actor.threads=1 or num_envs={actor.threads * max(1, config.num_envs // actor.threads)}",
         )
+    return config
+
+
+def prepare_host(config: Config, members: Any = None) -> HostRun:
+    """Check ``config`` for a host env and build its agent; raises
+    :class:`ConfigError` (one line) before anything is written. ``members``
+    (a sweep group's :class:`jaxrl.run.spec.Members`: configurations × seeds,
+    each with its traced hyperparameters) replaces the config's own seeds."""
+    import jax
+
+    config = _checked_actors(config)
     algorithm = algorithm_for(config.algo)
     if is_recurrent(getattr(config.algo, "network", "")):
         raise ConfigError(
@@ -183,25 +191,15 @@ def prepare_host(config: Config, members: Any = None) -> HostRun:
         )
     chunk = max(1, math.ceil(num_updates / config.num_evals))
     per_member = config.num_envs // actors(config)
-    if members is not None:
-        hparams = jax.tree.map(lambda x: np.asarray(x).copy(), members.hparams)
-        return HostRun(
-            config,
-            spec,
-            agent,
-            tuple(members.seeds),
-            hparams,
-            per_member,
-            num_updates,
-            chunk,
-            algorithm.metrics,
-            tuple(members.config_index),
-            tuple(members.labels),
-        )
-    seeds = seed_ids(config)
-    base = HParams.from_config(config.algo)
-    hparams = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(seeds),)).copy(), base)
-    return HostRun(config, spec, agent, seeds, hparams, per_member, num_updates, chunk, algorithm.metrics)
+    if members is None:  # a train run: the config's seeds, one configuration
+        seeds = seed_ids(config)
+        base = HParams.from_config(config.algo)
+        hparams = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(seeds),)).copy(), base)
+        return HostRun(config, spec, agent, seeds, hparams, per_member, num_updates, chunk, algorithm.metrics)
+    hparams = jax.tree.map(lambda x: np.asarray(x).copy(), members.hparams)
+    group = (tuple(members.config_index), tuple(members.labels))
+    seeds = tuple(members.seeds)
+    return HostRun(config, spec, agent, seeds, hparams, per_member, num_updates, chunk, algorithm.metrics, *group)
 
 
 def _runner_members(run: HostRun) -> Any:
