@@ -151,6 +151,10 @@ def test_the_docs_cartpole_command_learns(home, capsys):
     run_dir, summary = _finished(proc, 4)
     assert summary["env"] == "envpool:CartPole-v1" and run_dir.name.startswith("envpool-CartPole-v1-ppo-")
     assert summary["iqm"] >= 200, summary["final_eval_return"]
+    # envpool's reset steps hold back the other envs' columns: their extra steps, once past the lag
+    # bound, are dropped (how many depends on the threads' timing: 2.8 % here)
+    share = summary["pipeline"]["stale_share"]
+    assert 0 <= share < 0.2 and (not share or f"{100 * share:.1f} % of env steps dropped" in proc.stdout), share
     capsys.readouterr()
     assert evaluate.main([str(run_dir), "render=true"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -130,6 +130,130 @@ def test_columns_keep_each_envs_steps_consecutive():
     assert [(r.version, r.valid.tolist()) for r in left] == [(2, [False, True]), (3, [True, True])]
 
 
+class _Counting:
+    """Two fake host envs whose observation is how many valid steps they took
+    (never ending); ``invalid`` lists the vector steps at which env 0 only resets
+    (a backend's reset step: no transition), so env 1 runs ahead of it."""
+
+    spec = None
+    num_envs = 2
+
+    def __init__(self, invalid: tuple[int, ...]):
+        self.invalid, self.calls = invalid, 0
+        self.taken = np.zeros(2, np.float32)
+
+    def reset(self, seed: int) -> np.ndarray:
+        return np.repeat(self.taken[:, None], 4, axis=1)
+
+    def step(self, actions: np.ndarray) -> host.HostStep:
+        valid = np.asarray([self.calls not in self.invalid, True])
+        self.calls += 1
+        self.taken += valid
+        obs = self.reset(0)
+        false = np.zeros(2, bool)
+        return host.HostStep(obs, np.zeros(2, np.float32), false, false, obs.copy(), valid)
+
+
+def test_a_step_that_does_not_follow_its_envs_last_delivered_one_is_cut():
+    """An env's delivered steps are marked ``cut`` exactly where they do not
+    continue its previous delivered step: its first step, the first after
+    steps dropped past the lag bound, the first after a restart (resume); the
+    actor counts the steps it dropped."""
+    from jaxrl.actors.sebulba import ActorTimes, Collector
+
+    def policy(state, obs, key, step):
+        from collections import namedtuple
+
+        record = namedtuple("Record", "action log_prob")
+        return np.zeros((1, 2), np.int64), record(np.zeros((1, 2), np.int64), np.zeros((1, 2), np.float32))
+
+    def collector(env: _Counting) -> Collector:
+        return Collector(env, policy, members=1, per_member=2, num_steps=3, max_lag=1, key=None, seed=0)
+
+    env = _Counting(invalid=(1, 2, 3, 4, 11))
+    actor = collector(env)
+    last, cuts = {0: None, 1: None}, set()
+    # update 1 takes update 0's leftovers (version 0, within the lag); update 4 drops update 1's
+    for update in (0, 1, 2, 5):
+        times = ActorTimes()
+        block = actor.collect(update, None, update, times).steps
+        skipped = 0  # steps between an env's delivered ones: the dropped ones (its observation counts its steps)
+        for j in range(2):
+            for t in range(3):
+                seen = block["obs"][0, t, j, 0]
+                skipped += 0 if last[j] is None else int(seen - last[j])
+                follows = last[j] is not None and seen == last[j]
+                assert bool(block["cut"][0, t, j]) == (not follows), (update, t, j, seen, last[j])
+                last[j] = block["final_obs"][0, t, j, 0]  # where this env's next step starts
+                if block["cut"][0, t, j]:
+                    cuts.add((update, t, j))
+        assert times.stale_steps == skipped, (update, times.stale_steps, skipped)
+    # the first steps; env 1's first kept leftover at update 2 (its older ones dropped); its first step at update 5
+    assert cuts == {(0, 0, 0), (0, 0, 1), (2, 0, 1), (5, 0, 1)}
+    restarted = collector(env)  # a resumed run: fresh episodes
+    first = restarted.collect(6, None, 6, ActorTimes()).steps["cut"][0]
+    assert first[0].all() and not first[1:].any()
+
+
+@pytest.mark.parametrize("capacity", [60, 21])  # 21: the ring wraps (7 steps of 3 envs)
+def test_n_step_windows_stop_at_a_cut_as_a_plain_loop_over_each_envs_steps_does(capacity):
+    """Items reach the buffer in blocks of ``T`` steps of ``N`` envs with their
+    ``cut`` flags (a block's first step after dropped steps or a restart, or
+    anywhere); every window the buffer can start gives the return, discount
+    and bootstrap observation of a plain loop over each env's steps that stops
+    at an episode's end or before a step that does not follow."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrl.algos import replay
+    from jaxrl.rl import buffers
+
+    n_envs, steps, n, gamma = 3, 3, 3, 0.9
+    rng = np.random.default_rng(0)
+    example = replay.WindowTransition(*(jnp.zeros(()),) * 3, jnp.zeros((), bool), jnp.zeros(()), jnp.zeros((), bool))
+    buffer = buffers.init(example, capacity)
+    history: list[list[dict]] = [[] for _ in range(n_envs)]  # each env's items in time order
+    for block in range(4):
+        reward = rng.normal(size=(steps, n_envs)).astype(np.float32)
+        terminated = rng.random((steps, n_envs)) < 0.15
+        done = terminated | (rng.random((steps, n_envs)) < 0.15)
+        cut = rng.random((steps, n_envs)) < 0.25
+        cut[0] |= block == 0
+        ids = 100.0 * block + 10.0 * np.arange(steps)[:, None] + np.arange(n_envs)  # an item's name
+        items = replay.WindowTransition(ids, np.zeros_like(ids), reward, terminated, ids + 0.5, done)
+        flat = jax.tree.map(lambda x: jnp.asarray(x.reshape(-1)), items)
+        ring, flat = replay.cut_windows(buffer, flat, jnp.asarray(cut))
+        buffer = buffers.add(ring, flat)
+        for t in range(steps):
+            for j in range(n_envs):
+                history[j].append(
+                    dict(id=ids[t, j], r=reward[t, j], term=terminated[t, j], done=done[t, j], cut=cut[t, j])
+                )
+
+    def reference(j: int, i: int) -> tuple[float, float, float]:
+        ret, items = 0.0, history[j]
+        for k in range(n):
+            item = items[i + k]
+            ret += gamma**k * item["r"]
+            gap = i + k + 1 < len(items) and items[i + k + 1]["cut"]
+            if item["done"] or gap or k == n - 1:
+                return ret, gamma ** (k + 1) * (1.0 - item["term"]), item["id"] + 0.5
+
+    size = int(buffer.size)
+    starts = (int(buffer.position) - size + np.arange(size - (n - 1) * n_envs)) % capacity
+    windows = (starts[:, None] + n_envs * np.arange(n)) % capacity
+    batch = buffers.take(buffer, jnp.asarray(windows))
+    ret, discount = replay.bootstrap_terms(batch, jnp.float32(gamma))
+    bootstrap = np.asarray(replay.bootstrap_obs(batch))
+    kept = len(history[0]) - size // n_envs  # each env's items overwritten by the ring
+    for b, first in enumerate(np.asarray(batch.obs[:, 0])):
+        j = int(round(first)) % 10
+        i = [item["id"] for item in history[j]].index(first)
+        assert i >= kept
+        want = reference(j, i)
+        np.testing.assert_allclose([ret[b], discount[b], bootstrap[b]], want, rtol=1e-5, err_msg=str(first))
+
+
 def test_the_verdict_names_the_slower_side():
     assert verdict(1.0, 0.1) == "rollout-bound" and verdict(0.1, 1.0) == "learner-bound"
     assert verdict(1.0, 1.0) == "balanced" and verdict(MARGIN * 0.99, 1.0) == "balanced"
@@ -316,8 +440,7 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
     [
         (["env=gymnasium:CartPol-v1"], "env=gymnasium:CartPol-v1"),
         (["env=gymnasium:CartPole-v1", "algo=sac"], "algo=sac"),
-        (["env=gymnasium:CartPole-v1", "algo=a2c"], "algo=a2c"),
-        (["env=gymnasium:CartPole-v1", "algo=rainbow"], "algo.n_step=3"),  # Rainbow's 3-step windows
+        (["env=gymnasium:CartPole-v1", "algo=reinforce"], "algo=reinforce"),
         (["env=gymnasium:Pendulum-v1", "algo=td3", "algo.noise_correlation=0.9"], "algo.noise_correlation=0.9"),
         (["env=gymnasium:CartPole-v1", "num_envs=4", "actor.threads=3"], "actor.threads=3"),
         (["env=gymnasium:CartPole-v1", "actor.max_lag=-1"], "actor.max_lag=-1"),
@@ -561,6 +684,37 @@ def test_pqn_learns_from_actors_steps_as_from_its_own_rollout():
     assert action.shape == (4,) and np.asarray(record.log_prob).shape == (4,)
 
 
+def test_a2c_learns_from_actors_steps_as_from_its_own_rollout(tmp_path):
+    """A2C's ``complete`` values the actors' steps with the learner's parameters
+    as its in-program collect did, so ``learn`` gives the same parameters; a run
+    on a host env trains, evaluates and names its learner's lever."""
+    import jax
+
+    import jaxrl.envs
+    from jaxrl import algos
+    from jaxrl.core.fields import HParams
+    from jaxrl.run.host import lever_of
+    from jaxrl.run.overrides import resolve
+
+    config = resolve(["env=cartpole", "algo=a2c", "num_envs=4", "algo.num_steps=32"])
+    agent = algos.get("a2c").make_agent(config.algo, jaxrl.envs.make("cartpole"), 4, 10)
+    hp = HParams.from_config(config.algo)
+    state, rollout = agent.collect(agent.init(jax.random.key(0), hp), hp, np.int32(0))
+    assert bool(np.any(np.asarray(rollout.steps.terminated)))  # ends for the advantages to stop at
+    fields = {k: v for k, v in rollout.steps._asdict().items() if k not in ("value", "next_value")}
+    completed = agent.complete(state, {**fields, "cut": np.zeros((32, 4), bool)})
+    np.testing.assert_allclose(np.asarray(completed.steps.value), np.asarray(rollout.steps.value), rtol=1e-5)
+    want, _ = agent.learn(state, rollout, hp, np.int32(0))
+    got, _ = agent.learn(state, completed, hp, np.int32(0))
+    for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+    code, summary, rows = _train(tmp_path, "env=gymnasium:JaxrlToy-v0", TOY, *TINY, "algo=a2c")
+    assert code == 0 and summary["algo"] == "a2c" and len(summary["final_eval_return"]) == 2
+    assert [r["update"] for r in rows if r["type"] == "update"][-1] == 8
+    assert lever_of("learner-bound", config.algo).startswith("longer rollouts")  # one gradient step per rollout
+
+
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_at_random(algo):
     """SAC's and TD3's ``complete`` turns the actors' steps ``[T, N]`` into the
@@ -597,9 +751,11 @@ def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_a
         "final_obs": items.next_obs,
         "episode_return": np.asarray(batch.episode_return),
         "episode_length": np.asarray(batch.episode_length),
+        "cut": np.zeros((8, 4), bool),  # every step follows its env's last
     }
     completed = agent.complete(state, steps)
-    for a, b in zip(jax.tree.leaves(completed), jax.tree.leaves(batch), strict=True):
+    assert not np.asarray(completed.cut).any()
+    for a, b in zip(jax.tree.leaves(completed._replace(cut=None)), jax.tree.leaves(batch), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     want, want_metrics = agent.learn(state, batch, hp, np.int32(0))
     got, got_metrics = agent.learn(state, completed, hp, np.int32(0))
@@ -638,9 +794,9 @@ def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_a
 
 @pytest.mark.parametrize("algo", ["dqn", "c51", "rainbow"])
 def test_value_learners_learn_from_actors_steps_as_from_their_own_and_act_on_their_schedule(algo):
-    """DQN's, C51's and Rainbow's (one-step) ``complete`` rebuilds the
-    transitions their in-program collect stores, so ``learn`` gives the same
-    state bit for bit (Rainbow: through its prioritized buffer); on a host env
+    """DQN's, C51's and Rainbow's ``complete`` rebuilds the transitions their
+    in-program collect stores, so ``learn`` gives the same state bit for bit
+    (Rainbow: its 3-step windows through its prioritized buffer); on a host env
     the buffer starts empty, the actors act uniformly until it holds
     ``learning_starts``, then ε-greedily at the rate of the update they collect
     for (Rainbow: each env under its own layer noise)."""
@@ -654,7 +810,8 @@ def test_value_learners_learn_from_actors_steps_as_from_their_own_and_act_on_the
     from jaxrl.run.overrides import resolve
 
     args = ["env=cartpole", f"algo={algo}", "num_envs=4", "algo.num_steps=8", "algo.learning_starts=64"]
-    config = resolve(args + (["algo.n_step=1"] if algo == "rainbow" else []))
+    config = resolve(args)
+    assert config.algo.n_step == (3 if algo == "rainbow" else 1)
     agent = algos.get(algo).make_agent(config.algo, jaxrl.envs.make("cartpole"), 4, 10)
     hp = HParams.from_config(config.algo)
     state, batch = jax.jit(agent.collect)(agent.init(jax.random.key(0), hp), hp, np.int32(0))
@@ -671,9 +828,11 @@ def test_value_learners_learn_from_actors_steps_as_from_their_own_and_act_on_the
         "final_obs": items.next_obs,
         "episode_return": np.asarray(batch.episode_return),
         "episode_length": np.asarray(batch.episode_length),
+        "cut": np.zeros((8, 4), bool),  # every step follows its env's last
     }
     completed = agent.complete(state, steps)
-    for a, b in zip(jax.tree.leaves(completed), jax.tree.leaves(batch), strict=True):
+    assert not np.asarray(completed.cut).any()
+    for a, b in zip(jax.tree.leaves(completed._replace(cut=None)), jax.tree.leaves(batch), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     cut = np.zeros((8, 4), bool)
     cut[3, 2] = True  # a time limit there: the item ends its episode without terminating

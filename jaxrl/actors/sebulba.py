@@ -61,6 +61,7 @@ STEP_FIELDS = (
     "final_obs",
     "episode_return",
     "episode_length",
+    "cut",
 )
 # which side bounds the run when its busy time is this much above the other's
 MARGIN = 1.25
@@ -92,6 +93,7 @@ class ActorTimes:
     env_steps: int = 0  # steps of all its envs (reset steps included)
     fetch_s: float = 0.0  # fetching the parameters from another process (Ray runners; part of param_wait_s)
     per_call_s: float = 0.0  # one policy call on its idle device, where the actor measured it itself (Ray runners)
+    stale_steps: int = 0  # env steps it dropped, kept for this trajectory but older than the lag bound
 
     def busy_s(self, per_call_s: float) -> float:
         """Env steps, copies, parameter fetches and the policy's own compute (``calls × per_call_s``)."""
@@ -124,6 +126,7 @@ class UpdateReport(NamedTuple):
     transfer_s: float = 0.0  # Ray runners: one trajectory's transfer to the learner (mean over runners)
     replaced: int = 0  # Ray runners replaced while this update's trajectories were collected
     dropped: int = 0  # trajectories dropped with them (never learned from)
+    stale_steps: int = 0  # env steps the actors dropped past the lag bound (never learned from), summed
 
     def to_json(self) -> dict[str, Any]:
         out = self._asdict()
@@ -239,6 +242,24 @@ class Collector:
         self.raw: list[_Raw] = []
         n = members * per_member
         self.ret, self.length = np.zeros(n, np.float64), np.zeros(n, np.int64)
+        self.cut = np.ones(n, bool)  # per env: its next step does not follow its last delivered one (fresh episodes)
+
+    def _drop_stale(self, update: int) -> int:
+        """Drop the kept steps older than the lag bound (returns how many); the first later
+        step of an env that lost steps is marked ``cut`` (an n-step window must not bridge the gap)."""
+        fresh = [r.version >= update - self.max_lag for r in self.raw]
+        lost, count = np.zeros_like(self.cut), 0
+        for r, keep in zip(self.raw, fresh, strict=True):
+            if not keep:
+                lost |= r.valid
+                count += int(r.valid.sum())
+        self.raw = [r for r, keep in zip(self.raw, fresh, strict=True) if keep]
+        for r in self.raw:
+            first = lost & r.valid
+            r.fields["cut"][first] = True
+            lost &= ~first
+        self.cut |= lost
+        return count
 
     def _timed(self, call: Callable[[], Any]) -> Any:
         self.stepping_since = time.monotonic()
@@ -254,7 +275,7 @@ class Collector:
         n = members * per_member
         if self.obs is None:
             self.obs = self._timed(lambda: self.env.reset(self.seed))
-        self.raw = [r for r in self.raw if r.version >= update - self.max_lag]  # no step older than the lag bound
+        times.stale_steps += self._drop_stale(update)  # no step older than the lag bound
         count = np.sum([r.valid for r in self.raw], axis=0) if self.raw else np.zeros(n, np.int64)
         ret, length, obs = self.ret, self.length, self.obs
         while int(np.min(count)) < steps:
@@ -291,7 +312,9 @@ class Collector:
                 "final_obs": out.final_obs,
                 "episode_return": np.where(done, ret, 0.0).astype(np.float32),
                 "episode_length": np.where(done, length, 0).astype(np.int32),
+                "cut": self.cut & out.valid,
             }
+            self.cut &= ~out.valid
             ret[done], length[done] = 0.0, 0
             self.raw.append(_Raw(fields, out.valid, version))
             count = count + out.valid
@@ -567,6 +590,7 @@ class Sebulba:
             transfer_s=float(np.mean(transfer)),
             replaced=replaced,
             dropped=dropped,
+            stale_steps=sum(t.stale_steps for t in times),
         )
 
     def failure_text(self, who: str, index: int, error: BaseException, steps: int) -> str:

@@ -29,9 +29,11 @@ from jaxrl.algos.actor_critic import (
     ActorCriticState,
     Batch,
     Rollout,
+    acting,
     advantages,
     collect,
     log_prob,
+    make_behaviour,
     make_parts,
     policy_and_value,
     rollout,
@@ -194,7 +196,20 @@ def make_agent(
             lambda state, hp: advantages(*collect(state, env, env_params, network, algo), hp, network, algo),
         ),
     )
-    return Agent(init, collect_step, learn, act, sample, network, num_envs * algo.num_steps, phases=phases)
+    behave, complete = make_behaviour(network, env, algo)  # host envs: the learner values the actors' steps
+    return Agent(
+        init,
+        collect_step,
+        learn,
+        act,
+        sample,
+        network,
+        num_envs * algo.num_steps,
+        phases=phases,
+        behave=behave,
+        complete=complete,
+        acting=acting,
+    )
 
 
 # ---------------------------------------------------------------------------

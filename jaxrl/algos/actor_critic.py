@@ -542,7 +542,7 @@ def make_behaviour(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]
 
     def complete(state: ActorCriticState, steps: Any) -> Rollout:
         if not isinstance(steps, Transition):  # the actors' fields by name (jaxrl.actors.sebulba.STEP_FIELDS)
-            steps = Transition(value=None, next_value=None, **dict(steps))
+            steps = Transition(value=None, next_value=None, **{k: v for k, v in steps.items() if k != "cut"})
 
         def value_fn(x: jax.Array) -> jax.Array:
             raw = network.apply(state.params, prepare_obs(state, x, algo), method=ActorCritic.value)

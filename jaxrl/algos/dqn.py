@@ -372,7 +372,6 @@ def make_agent(
     steps_per_update = num_envs * algo.num_steps
     total_steps = warmup * num_envs + num_updates * steps_per_update
     host = not env.steps_in_program  # a host env: the actors take the warm-up within the budget
-    replay.refuse_n_step_on_host(algo, env)
 
     def host_epsilon(hp: HParams, update_idx: jax.Array) -> jax.Array:
         """ε of update ``update_idx`` on a host env, whose budget holds the warm-up."""
@@ -410,9 +409,13 @@ def make_agent(
         return state.replace(env_state=env_state, obs=obs, key=key), collected
 
     def store(state: DQNState, steps: replay.Steps) -> DQNState:
+        buffer, items = state.buffer, steps.items
+        if algo.n_step > 1:  # host envs' steps may have gaps that windows must not bridge
+            ring, items = replay.cut_windows(buffer.ring if ranked else buffer, items, steps.cut)
+            buffer = buffer.replace(ring=ring) if ranked else ring
         if ranked:
-            return state.replace(buffer=replay.prioritized_add(state.buffer, steps.items, window))
-        return state.replace(buffer=buffers.add(state.buffer, steps.items))
+            return state.replace(buffer=replay.prioritized_add(buffer, items, window))
+        return state.replace(buffer=buffers.add(buffer, items))
 
     def init(key: jax.Array, hp: HParams) -> DQNState:
         key_params, key_env, key = jax.random.split(key, 3)

@@ -188,7 +188,8 @@ def make_agent(
 
     def complete(state: ActorCriticState, steps: Any) -> Rollout:
         """The actors' steps as a rollout; the learner values them itself."""
-        return Rollout(Transition(value=None, next_value=None, **dict(steps)))
+        steps = {k: v for k, v in steps.items() if k != "cut"}  # a column's gaps matter to n-step windows only
+        return Rollout(Transition(value=None, next_value=None, **steps))
 
     phases = (
         (

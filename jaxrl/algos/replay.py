@@ -39,7 +39,7 @@ __all__ = [
     "capacity",
     "sample",
     "validate_n_step",
-    "refuse_n_step_on_host",
+    "cut_windows",
     "collect",
     "warmup_per_env",
     "warmup",
@@ -53,13 +53,15 @@ class Steps(NamedTuple):
     """``T`` steps of ``N`` envs as a replay learner takes them: the ``T·N``
     buffer items (step-major) and, per step ``[T, N]``, the episode ends and
     statistics and the observations acted on (``[T, N, *obs]``, for the
-    observation normalizer)."""
+    observation normalizer). Steps of host envs also say which steps do not
+    follow their env's previous one (``cut`` ``[T, N]``: see :func:`cut_windows`)."""
 
     items: Any  # the algorithm's transition, leaves [T·N, ...]
     done: jax.Array
     episode_return: jax.Array
     episode_length: jax.Array
     seen_obs: jax.Array
+    cut: jax.Array | None = None
 
 
 class Transition(NamedTuple):
@@ -156,17 +158,28 @@ def validate_n_step(config: Any) -> None:
         )
 
 
-def refuse_n_step_on_host(algo: Any, env: Env) -> None:
-    """n-step windows need every step of an env in the buffer, in order; a host
-    env's actors may drop an env's steps past the lag bound."""
-    if algo.n_step > 1 and not env.steps_in_program:
-        raise ConfigError(
-            "algo.n_step",
-            algo.n_step,
-            "must be 1 on host envs (the actors may drop an env's steps past the lag bound, "
-            "which an n-step window would bridge)",
-            "pass algo.n_step=1",
-        )
+def cut_windows(buffer: buffers.ReplayBuffer, items: Any, cut: jax.Array | None) -> tuple[buffers.ReplayBuffer, Any]:
+    """The buffer and the items ``[T·N]`` about to be added to it (n-step
+    windows: items with a ``done`` field), each item's ``done`` set where a
+    window must stop so that none bridges a gap in an env's steps.
+
+    A host env's actors deliver each env's steps in order, but may drop some
+    (steps older than the lag bound) or restart its episodes (on resume, or in a
+    replaced runner); the step after such a gap is marked ``cut``. The item
+    before a cut step is then made to end its windows (``done``): a window
+    stops there and bootstraps from that item's own next observation, a
+    truncated n-step return, as at a time limit. Items lie step-major, an env's
+    consecutive steps ``N`` slots apart, so the item before env ``j``'s first
+    step is the buffer's last of that env (``position − N + j``). ``cut``
+    ``[T, N]`` (None: steps of the compiled loop, which has no gaps)."""
+    if cut is None:
+        return buffer, items
+    n = cut.shape[1]
+    last = (buffer.position - n + jnp.arange(n)) % buffer.capacity
+    ended = buffer.data.done[last] | cut[0]  # (an empty buffer's slots: overwritten before they are read)
+    buffer = buffer.replace(data=buffer.data._replace(done=buffer.data.done.at[last].set(ended)))
+    later = jnp.concatenate([cut[1:], jnp.zeros_like(cut[:1])]).reshape(-1)  # each item's successor's cut
+    return buffer, items._replace(done=items.done | later)
 
 
 class Acting(NamedTuple):
@@ -179,21 +192,23 @@ class Acting(NamedTuple):
     sigma: jax.Array  # float32 []: TD3's exploration noise σ (SAC samples its own policy: 0)
 
 
-def from_actors(steps: Any, item: Callable[[dict[str, jax.Array]], Any] | None = None) -> Steps:
+def from_actors(steps: Any, item: Callable[[dict[str, jax.Array]], Any] | None = None, windows: bool = False) -> Steps:
     """The actors' steps ``[T, N, ...]`` (:mod:`jaxrl.actors`, a mapping by field
     name) as a replay learner's batch: one buffer item per step in step order, as
     :func:`collect` stores them, each bootstrapping from its pre-reset
     ``final_obs`` unless it terminated. ``item(fields)`` builds the items from the
     flattened fields ``[T·N, ...]`` (with ``done``: terminated or truncated); the
-    default is the continuous-control :class:`Transition`."""
+    default is the continuous-control :class:`Transition` (:class:`WindowTransition`
+    with ``windows``)."""
     count = steps["reward"].shape[0] * steps["reward"].shape[1]
     done = jnp.logical_or(steps["terminated"], steps["truncated"])
     fields = {name: jnp.reshape(x, (count,) + x.shape[2:]) for name, x in {**steps, "done": done}.items()}
-    if item is None:
-        items = Transition(fields["obs"], fields["action"], fields["reward"], fields["terminated"], fields["final_obs"])
-    else:
+    if item is not None:
         items = item(fields)
-    return Steps(items, done, steps["episode_return"], steps["episode_length"], steps["obs"])
+    else:
+        names = ("obs", "action", "reward", "terminated", "final_obs") + (("done",) if windows else ())
+        items = (WindowTransition if windows else Transition)(*(fields[name] for name in names))
+    return Steps(items, done, steps["episode_return"], steps["episode_length"], steps["obs"], steps.get("cut"))
 
 
 def scale_action(action: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:

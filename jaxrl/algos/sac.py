@@ -382,7 +382,6 @@ def make_agent(
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     grad_steps = replay.gradient_steps(algo, num_envs)
     warmup = replay.warmup_per_env(algo.learning_starts, num_envs)  # env steps per env
-    replay.refuse_n_step_on_host(algo, env)
     windows = algo.n_step > 1  # items record episode ends; updates sample n-step windows
 
     def to_env(action: jax.Array) -> jax.Array:
@@ -420,7 +419,8 @@ def make_agent(
 
     def store(state: SACState, steps: replay.Steps) -> SACState:
         """The transitions into the buffer, their observations into the normalizer."""
-        state = state.replace(buffer=buffers.add(state.buffer, steps.items))
+        buffer, items = replay.cut_windows(state.buffer, steps.items, steps.cut if windows else None)
+        state = state.replace(buffer=buffers.add(buffer, items))
         if algo.normalize_obs:
             state = state.replace(obs_stats=normalize.update(state.obs_stats, steps.seen_obs))
         return state
@@ -591,7 +591,7 @@ def make_agent(
         warmup * num_envs,
         phases=phases,
         behave=behave,
-        complete=lambda state, steps: replay.from_actors(steps),
+        complete=lambda state, steps: replay.from_actors(steps, windows=windows),
         acting=acting,
         warm=warm,
     )

@@ -332,7 +332,6 @@ def make_agent(
     if grouped and grad_steps % delay:
         raise ValueError(f"grouped TD3 steps need critic steps per update ({grad_steps}) divisible by {delay}")
     warmup = replay.warmup_per_env(algo.learning_starts, num_envs)
-    replay.refuse_n_step_on_host(algo, env)
     windows = algo.n_step > 1  # items record episode ends; updates sample n-step windows
 
     def to_env(action: jax.Array) -> jax.Array:
@@ -380,7 +379,8 @@ def make_agent(
 
     def store(state: TD3State, steps: replay.Steps) -> TD3State:
         """The transitions into the buffer, their observations into the normalizer."""
-        state = state.replace(buffer=buffers.add(state.buffer, steps.items))
+        buffer, items = replay.cut_windows(state.buffer, steps.items, steps.cut if windows else None)
+        state = state.replace(buffer=buffers.add(buffer, items))
         if algo.normalize_obs:
             state = state.replace(obs_stats=normalize.update(state.obs_stats, steps.seen_obs))
         return state
@@ -580,7 +580,7 @@ def make_agent(
         warmup * num_envs,
         phases=phases,
         behave=behave,
-        complete=lambda state, steps: replay.from_actors(steps),
+        complete=lambda state, steps: replay.from_actors(steps, windows=windows),
         acting=acting,
         warm=warm,
     )

@@ -299,6 +299,7 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
         "final_obs": like(obs, run.spec.obs_shape),
         "episode_return": np.zeros((members, steps, n), np.float32),
         "episode_length": np.zeros((members, steps, n), np.int32),
+        "cut": np.zeros((members, steps, n), bool),
     }
     learn = programs.learn.lower(states, example, run.hparams, np.int32(0)).compile()
     acting = view if actor_device is None else jax.device_put(view, actor_device)
@@ -395,7 +396,7 @@ def _chunk_end(
             raise HostEnvError(f"checkpoint of chunk {chunk} could not be written: {failed}")
     last = reports[-1]
     if config.progress:
-        lever = _pipeline_totals(reports, config)
+        lever = _pipeline_totals(reports, config, len(run.seeds))
         loop.log(
             f"chunk {chunk + 1}/{math.ceil(run.num_updates / run.chunk_updates)} · {format_count(steps)} steps each · "
             f"eval IQM {stats.iqm(means):.1f} (min {min(means):.1f}, max {max(means):.1f}) · "
@@ -409,30 +410,37 @@ RAY_LEVER = "more env runners (actor.runners, on more nodes: actor.address) or e
 
 def lever_of(word: str, algo: Any, kind: str = "threads") -> str:
     """What to change for a run with ``word``'s verdict; a learner-bound replay
-    learner's lever is its gradient steps per env step (``algo.utd``); a
-    rollout-bound run on Ray env runners adds runners."""
+    learner's lever is its gradient steps per env step (``algo.utd``), that of
+    one gradient step per rollout (A2C, IMPALA) longer rollouts; a rollout-bound run on
+    Ray env runners adds runners."""
     if word == "learner-bound" and hasattr(algo, "utd"):
         return "fewer gradient steps per env step (algo.utd) or a smaller batch (algo.batch_size)"
+    if word == "learner-bound" and not hasattr(algo, "update_epochs"):  # one gradient step per rollout (A2C, IMPALA)
+        return "longer rollouts (algo.num_steps: fewer, larger updates) or a smaller network"
     if word == "rollout-bound" and kind == "ray":
         return RAY_LEVER
     return LEVERS[word]
 
 
-def _pipeline_totals(reports: list[UpdateReport], config: Config) -> dict[str, Any]:
-    """Per-update means of the pipeline's figures, the lag range, the run's verdict and its lever
-    (on Ray env runners also the parameter fetch and trajectory transfer per runner, and the faults)."""
+def _pipeline_totals(reports: list[UpdateReport], config: Config, members: int) -> dict[str, Any]:
+    """Per-update means of the pipeline's figures, the lag range, the share of env steps
+    dropped past the lag bound, the run's verdict and its lever (on Ray env runners also
+    the parameter fetch and trajectory transfer per runner, and the faults)."""
     n = len(reports)
     mean = {f: sum(getattr(r, f) for r in reports) / n for f in TIME_FIELDS}
     ray = config.actor.kind == "ray"
     fetch = sum(r.fetch_s for r in reports) / n
     busy = mean["actor_env_s"] + mean["actor_infer_s"] + mean["actor_copy_s"] + fetch * actors(config)
     word = verdict(busy, mean["learn_s"])
+    stale = sum(r.stale_steps for r in reports)
+    learned = n * config.rollout_size * members
     out = {
         **{f"{k}_per_update": round(v, 6) for k, v in mean.items()},
         "lag_min": min(r.lag_min for r in reports),
         "lag_mean": round(sum(r.lag_mean for r in reports) / n, 4),
         "lag_max": max(r.lag_max for r in reports),
         "steps_per_s": round(sum(r.steps_per_s for r in reports) / n, 1),
+        "stale_share": round(stale / (stale + learned), 4) if stale else 0.0,
         "verdict": word,
         "lever": lever_of(word, config.algo, config.actor.kind),
     }
@@ -449,6 +457,8 @@ def _pipeline_totals(reports: list[UpdateReport], config: Config) -> dict[str, A
 def pipeline_text(totals: dict[str, Any]) -> str:
     """The final table's pipeline lines."""
     ms = {k: 1000 * totals[f"{k}_per_update"] for k in TIME_FIELDS}
+    share = totals.get("stale_share", 0.0)
+    stale = f" · {100 * share:.1f} % of env steps dropped past the lag bound" if share else ""
     ray = ""
     if "fetch_s_per_runner" in totals:
         ray = (
@@ -460,7 +470,7 @@ def pipeline_text(totals: dict[str, Any]) -> str:
         f"pipeline per update: actors env {ms['actor_env_s']:.1f} ms · inference {ms['actor_infer_s']:.1f} ms · "
         f"copies {ms['actor_copy_s']:.1f} ms · waiting {ms['actor_wait_s']:.1f} ms | learner waiting "
         f"{ms['learner_wait_s']:.1f} ms · learning {ms['learn_s']:.1f} ms | policy lag {totals['lag_min']}–"
-        f"{totals['lag_max']} (mean {totals['lag_mean']:.2f})\n"
+        f"{totals['lag_max']} (mean {totals['lag_mean']:.2f}){stale}\n"
         f"{ray}verdict: {totals['verdict']} — lever: {totals['lever']}"
     )
 
@@ -761,7 +771,7 @@ def _finish(
     evals = [r for r in records if isinstance(r, EvalRecord)]
     final = [float(v) for v in evals[-1].eval_return]
     total = run.num_updates * config.rollout_size
-    totals = _pipeline_totals(reports, config) if reports else {}
+    totals = _pipeline_totals(reports, config, len(run.seeds)) if reports else {}
     result = {
         "env": run.spec.name,
         "algo": config.algo.name,
