@@ -687,7 +687,8 @@ def test_pqn_learns_from_actors_steps_as_from_its_own_rollout():
 def test_a2c_learns_from_actors_steps_as_from_its_own_rollout(tmp_path):
     """A2C's ``complete`` values the actors' steps with the learner's parameters
     as its in-program collect did, so ``learn`` gives the same parameters; a run
-    on a host env trains, evaluates and names its learner's lever."""
+    on a host env trains lock-step (its host preset: A2C has no behaviour
+    correction; the user may overlap), evaluates and names its learner's lever."""
     import jax
 
     import jaxrl.envs
@@ -711,6 +712,8 @@ def test_a2c_learns_from_actors_steps_as_from_its_own_rollout(tmp_path):
 
     code, summary, rows = _train(tmp_path, "env=gymnasium:JaxrlToy-v0", TOY, *TINY, "algo=a2c")
     assert code == 0 and summary["algo"] == "a2c" and len(summary["final_eval_return"]) == 2
+    assert summary["pipeline"]["lag_max"] == 0  # A2C's host preset: lock-step (no behaviour correction)
+    assert resolve(["env=gymnasium:CartPole-v1", "algo=a2c", "actor.sync=false"]).actor.sync is False
     assert [r["update"] for r in rows if r["type"] == "update"][-1] == 8
     assert lever_of("learner-bound", config.algo).startswith("longer rollouts")  # one gradient step per rollout
 

@@ -52,6 +52,9 @@ ALGOS: Mapping[str, type] = algo_configs
 # ---------------------------------------------------------------------------
 
 
+HOST_PRESET = "host"  # the preset key of an algorithm's settings for every host env (env=gymnasium:ID, …)
+
+
 class _Presets(Mapping):
     """``{(env id, algo name): overrides}`` over the registered algorithms'
     presets (each algorithm declares its own: :attr:`jaxrl.algos.Algorithm.presets`)."""
@@ -292,6 +295,8 @@ def parse(overrides: list[str] | tuple[str, ...] = ()) -> Config:
         if canonical is None and is_host(env):  # classic control ids are gymnax's envs: their presets
             canonical = preset_name(env) or canonical_name(f"gymnax:{env.partition(':')[2]}")
         preset = _preset(algo, canonical, str(values.get("preset", "default")))
+        if is_host(env):  # the algorithm's settings for every host env, under the env's own preset
+            preset = {**get(algo).presets.get(HOST_PRESET, {}), **preset}
     preset_overrides = [f"{k}={_to_override_value(v)}" for k, v in preset.items()]
     try:
         composed = _hydra_compose(preset_overrides + overrides)

@@ -1,7 +1,9 @@
 """Presets as data: ``<algorithm>.yaml`` maps an env id (canonical, e.g.
 ``CartPole-v1`` or ``navix:Navix-DoorKey-5x5-v0``) to the overrides applied
 under the user's own when ``python -m jaxrl.train env=ID algo=<algorithm>``
-runs. Adding a preset edits a YAML file, not Python."""
+runs; the key ``host`` holds an algorithm's settings for every host env
+(``env=gymnasium:ID``, ``envpool:ID``), under the env's own. Adding a preset
+edits a YAML file, not Python."""
 
 from __future__ import annotations
 
