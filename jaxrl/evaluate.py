@@ -28,7 +28,7 @@ from jaxrl.core.contract import policy_step  # noqa: E402
 from jaxrl.core.errors import ConfigError  # noqa: E402
 from jaxrl.envs.host import render_episode  # noqa: E402
 from jaxrl.run import memory, parallel, stats  # noqa: E402
-from jaxrl.run.host import evaluate_host_run, host_policy, pick  # noqa: E402
+from jaxrl.run.host import evaluate_host_run, host_member, pick  # noqa: E402
 from jaxrl.run.io import write_json  # noqa: E402
 from jaxrl.run.policy import host_config, open_host, open_run  # noqa: E402
 from jaxrl.run.render import episode_observations, save_frames_gif, save_gif  # noqa: E402
@@ -132,9 +132,17 @@ def _evaluate_host(run_dir: str, config: Any, options: dict[str, str]) -> int:
     if options["render"] == "true":  # before any episode is played: an env that cannot draw is one line
         shown = run.seeds[first]
         label = run.labels[run.config_index[first]] if run.labels else None
-        act = jax.jit(host_policy(opened, shown, deterministic, label))
+        state, agent = host_member(opened, shown, label)
+        init_carry, step = policy_step(agent, deterministic)
+        step = jax.jit(step)
         keys = iter(jax.random.split(jax.random.key(54321), max_steps + 1))
-        frames, rewards = render_episode(opened.run.spec, lambda obs: act(obs, next(keys)), shown, max_steps)
+        held = [init_carry(state, (1,))]  # a recurrent policy's carry over the one episode (None: memoryless)
+
+        def act(obs: Any) -> Any:
+            held[0], action = step(state, held[0], obs, next(keys))
+            return action
+
+        frames, rewards = render_episode(opened.run.spec, act, shown, max_steps)
     out = evaluate_host_run(opened, episodes, options["seed"], deterministic, max_steps, options["config"])
     policy = "deterministic" if deterministic else "sampled"
     print(f"{opened.run.spec.name} · {config.algo.name} · {policy} policy · {episodes} episodes per seed")

@@ -27,7 +27,7 @@ from jaxrl import train
 from jaxrl.actors.sebulba import MARGIN, STEP_FIELDS, _Raw, take_columns, verdict
 from jaxrl.envs import host
 from tests import toy_host_envs  # noqa: F401  (registers the toy envs here too)
-from tests.helpers import EXPORTED, REPO, run, run_dir_of, user_env
+from tests.helpers import EXPORTED, EXPORTED_RECURRENT, REPO, run, run_dir_of, user_env
 from tests.test_readme import COMMANDS, floors_apply
 
 TOY = "env.module=tests.toy_host_envs"
@@ -193,6 +193,54 @@ def test_a_step_that_does_not_follow_its_envs_last_delivered_one_is_cut():
     restarted = collector(env)  # a resumed run: fresh episodes
     first = restarted.collect(6, None, 6, ActorTimes()).steps["cut"][0]
     assert first[0].all() and not first[1:].any()
+
+
+class _Episodic:
+    """Two fake host envs with episodes of 3 and 5 steps that reset on the step
+    after their end (envpool's way: that step is invalid); each observes how
+    many steps its episode has taken."""
+
+    spec = None
+    num_envs = 2
+
+    def __init__(self):
+        self.t, self.ended = np.zeros(2, np.float32), np.zeros(2, bool)
+
+    def reset(self, seed: int) -> np.ndarray:
+        return np.repeat(self.t[:, None], 4, axis=1)
+
+    def step(self, actions: np.ndarray) -> host.HostStep:
+        valid = ~self.ended
+        self.t = np.where(self.ended, 0.0, self.t + 1).astype(np.float32)
+        terminated = valid & (self.t == np.asarray([3.0, 5.0]))
+        self.ended = terminated
+        obs = self.reset(0)
+        return host.HostStep(obs, np.ones(2, np.float32), terminated, np.zeros(2, bool), obs.copy(), valid)
+
+
+def test_a_recurrent_policys_carry_restarts_with_each_episode_and_skips_reset_steps():
+    """The actors keep each env's carry: every step records the carry it was
+    acted from, which counts the steps of its episode before it (the policy
+    adds one per call) — restarted after an episode's end, unchanged by the
+    backend's reset step."""
+    from collections import namedtuple
+
+    from jaxrl.actors.sebulba import ActorTimes, Collector
+
+    record = namedtuple("Record", "action log_prob")
+
+    def policy(state, obs, key, step, carry):
+        zeros = np.zeros((1, 2), np.int64)
+        return zeros, record(zeros, np.zeros((1, 2), np.float32)), np.asarray(carry) + 1
+
+    env = _Episodic()
+    actor = Collector(
+        env, policy, members=1, per_member=2, num_steps=4, max_lag=1, key=None, seed=0, carry=np.zeros((1, 2, 1))
+    )
+    for update in range(4):
+        block = actor.collect(update, None, update, ActorTimes()).steps
+        np.testing.assert_array_equal(block["carry"][0, :, :, 0], block["obs"][0, :, :, 0])
+        assert block["terminated"].any()
 
 
 @pytest.mark.parametrize("capacity", [60, 21])  # 21: the ring wraps (7 steps of 3 envs)
@@ -446,10 +494,9 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
         (["env=gymnasium:CartPole-v1", "actor.max_lag=-1"], "actor.max_lag=-1"),
         (["env=gymnasium:CartPole-v1", "actor.threads=0"], "actor.threads=0"),
         (["env=gymnasium:CartPole-v1", "pbt.population=4"], "pbt.population=4"),
-        (["env=gymnasium:CartPole-v1", "algo.network=gru"], "algo.network=gru"),
         (["env=gymnasium:JaxrlToy-v0", "env.module=no_such_module"], "env.module=no_such_module"),
         # a sweep: every group's configuration checked by the pipeline before anything is written
-        (["sweep", "env=gymnasium:CartPole-v1", "algo.lr=1e-3,3e-3", "algo.network=gru"], "algo.network=gru"),
+        (["sweep", "env=gymnasium:CartPole-v1", "algo=reinforce", "algo.lr=1e-3,3e-3"], "algo=reinforce"),
         (["sweep", "env=gymnasium:CartPole-v1", "num_envs=4,3", "actor.threads=2"], "actor.threads=2"),
     ],
 )
@@ -682,6 +729,96 @@ def test_pqn_learns_from_actors_steps_as_from_its_own_rollout():
     assert float(got.epsilon) == pytest.approx(float(schedule)) and float(got_metrics.epsilon) == 1.0
     action, record = host_agent.behave(got, np.zeros((4, 4), np.float32), jax.random.key(1))
     assert action.shape == (4,) and np.asarray(record.log_prob).shape == (4,)
+
+
+def test_recurrent_ppo_learns_from_actors_steps_as_from_its_own_rollout():
+    """A GRU policy's ``complete`` — values from the carries the actors recorded
+    (here by a plain loop over the rollout's steps from its start carry) — gives
+    the values of its in-program rollout, which unrolls the carry itself, and
+    ``learn`` gives the same parameters."""
+    import jax
+
+    import jaxrl.envs
+    from jaxrl import algos
+    from jaxrl.algos.actor_critic import prepare_obs
+    from jaxrl.core.fields import HParams
+    from jaxrl.nets.recurrent import reset_carry
+    from jaxrl.run.overrides import resolve
+
+    args = ["env=cartpole", "algo.network=gru", "num_envs=4", "algo.num_steps=32", "algo.num_minibatches=2"]
+    config = resolve(args)
+    agent = algos.get("ppo").make_agent(config.algo, jaxrl.envs.make("cartpole"), 4, 10)
+    hp = HParams.from_config(config.algo)
+    state, _ = agent.collect(agent.init(jax.random.key(0), hp), hp, np.int32(0))
+    state, rollout = agent.collect(state, hp, np.int32(0))  # the second: it starts from a carry mid-episode
+    traj = rollout.steps
+    done = np.asarray(traj.terminated | traj.truncated)
+    assert done.any() and np.abs(np.asarray(rollout.start_carry)).max() > 0
+    h, carries = rollout.start_carry, []
+    for t in range(32):
+        carries.append(np.asarray(h))
+        obs = prepare_obs(state, traj.obs[t], config.algo)
+        h, _ = agent.network.apply(state.params, h, obs, None, method="step")
+        h = reset_carry(h, jax.numpy.asarray(done[t]))
+    fields = {k: v for k, v in traj._asdict().items() if k not in ("value", "next_value")}
+    completed = agent.complete(state, {**fields, "carry": np.stack(carries), "cut": np.zeros((32, 4), bool)})
+    np.testing.assert_allclose(np.asarray(completed.start_carry), np.asarray(rollout.start_carry), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(completed.steps.value), np.asarray(traj.value), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(completed.steps.next_value), np.asarray(traj.next_value), rtol=1e-5, atol=1e-6
+    )
+    want, _ = agent.learn(state, rollout, hp, np.int32(0))
+    got, _ = agent.learn(state, completed, hp, np.int32(0))
+    for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
+def test_a_recurrent_policy_trains_resumes_evaluates_and_exports_on_a_host_env(tmp_path, capsys):
+    """PPO with a GRU torso through the pipeline: a stop and a resume, then
+    evaluate (render included: the carry runs through the drawn episode),
+    ``load_policy`` (a RecurrentPolicy) and the exported policy, run without
+    jaxrl, acting the same over an episode's steps."""
+    import jax
+
+    import jaxrl
+    from jaxrl import evaluate, export
+    from jaxrl.run import training
+    from jaxrl.run.overrides import resolve
+
+    run_dir = tmp_path / "run"
+    args = ["env=gymnasium:CartPole-v1", *TINY, "num_evals=4", "algo.network=gru", "algo.num_minibatches=2"]
+    assert training.run(resolve([*args, f"run_dir={run_dir}", "plots=false"]), stop_after_chunks=2) == 0
+    assert train.main([f"resume={run_dir}"]) == 0
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows if r["type"] == "update"] == list(range(1, 9))
+    capsys.readouterr()
+    assert evaluate.main([str(run_dir), "episodes=2", "render=true", "max_steps=40"]) == 0
+    assert "frames" in capsys.readouterr().out and (run_dir / "episode-seed0.gif").exists()
+    policy = jaxrl.load_policy(str(run_dir), seed=1)
+    obs = np.random.default_rng(0).uniform(-0.2, 0.2, (6, 3, 4)).astype(np.float32)
+    done = np.zeros((6, 3), bool)
+    done[2, 1] = True  # env 1's episode ends at step 2: its carry restarts
+    carry, actions = policy.init_carry((3,)), []
+    for t in range(6):
+        carry, action = policy(carry, obs[t], jax.random.key(0))
+        actions.append(np.asarray(action).tolist())
+        carry = jaxrl.nets.reset_carry(carry, jax.numpy.asarray(done[t]))
+    assert export.main([str(run_dir), "seed=1"]) == 0
+    shipped = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            EXPORTED_RECURRENT,
+            str(run_dir / "export-seed1"),
+            json.dumps(obs.tolist()),
+            json.dumps(done.tolist()),
+        ],
+        env=user_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert shipped.returncode == 0, shipped.stderr[-2000:]
+    assert json.loads(shipped.stdout) == actions
 
 
 def test_a2c_learns_from_actors_steps_as_from_its_own_rollout(tmp_path):

@@ -55,7 +55,7 @@ class RunnerParts(NamedTuple):
     """What a runner builds in its own process (from a picklable ``build()``)."""
 
     env: HostVecEnv  # members × per_member envs, member-major
-    policy: Callable[..., Any]  # (state, obs [M, n, *obs], key, step) -> (env action, record), jitted
+    policy: Callable[..., Any]  # (state, obs [M, n, *obs], key, step[, carry]) -> (env action, record[, carry]), jitted
     obs_shape: tuple[int, ...]
 
 
@@ -88,7 +88,8 @@ class _Runner:
                 parts = self.build()
                 self.collector = Collector(parts.env, parts.policy, **self.settings)
                 obs = np.zeros((self.settings["members"], self.settings["per_member"], *parts.obs_shape), np.float32)
-                self.per_call_s = time_policy(parts.policy, state, obs, self.settings["key"], calls=10)
+                carry = self.settings.get("carry")
+                self.per_call_s = time_policy(parts.policy, state, obs, self.settings["key"], calls=10, carry=carry)
         except Exception as error:
             raise self._failed(error) from None
         return time.perf_counter() - t0
@@ -284,6 +285,7 @@ class RayRunners:
             "max_lag": p.max_lag,
             "key": key,
             "seed": p.seed + 100_003 * index + 7_919 * generation,
+            "carry": p.carry,
         }
 
     def _spawn(self, index: int) -> None:

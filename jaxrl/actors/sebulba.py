@@ -103,7 +103,9 @@ class ActorTimes:
 class Block(NamedTuple):
     """One actor's trajectory for one update."""
 
-    steps: dict[str, np.ndarray]  # STEP_FIELDS, each [M, T, n, ...] (member, step, env)
+    steps: dict[
+        str, np.ndarray
+    ]  # STEP_FIELDS (and a recurrent policy's carry), each [M, T, n, ...] (member, step, env)
     times: ActorTimes
     versions: tuple[int, int]  # oldest and newest parameter version its steps were taken with
 
@@ -176,7 +178,7 @@ class ParamStore:
 
 
 class _Raw(NamedTuple):
-    fields: dict[str, np.ndarray]  # STEP_FIELDS, each [N, ...]
+    fields: dict[str, np.ndarray]  # STEP_FIELDS (and a recurrent policy's carry), each [N, ...]
     valid: np.ndarray  # [N] bool
     version: int
 
@@ -194,7 +196,7 @@ def take_columns(raw: list[_Raw], steps: int) -> tuple[dict[str, np.ndarray], li
     for j in range(n):
         idx[:, j] = np.flatnonzero(valid[:, j])[:steps]
     cols = np.arange(n)
-    out = {k: np.stack([r.fields[k] for r in raw])[idx, cols] for k in STEP_FIELDS}
+    out = {k: np.stack([r.fields[k] for r in raw])[idx, cols] for k in raw[0].fields}
     versions = np.asarray([r.version for r in raw])[idx]
     last = idx[-1]  # each env's last used step
     start = int(last.min()) + 1
@@ -214,7 +216,12 @@ class Collector:
 
     ``policy(state, obs [M, n, *obs], key, step) -> (env action, record)`` acts;
     ``to_device`` puts observations where the policy runs; ``stopped()`` is
-    polled between env steps (true: raise :class:`Stopped`)."""
+    polled between env steps (true: raise :class:`Stopped`). A recurrent policy
+    (``carry``: the carry an episode starts from, ``[M, n, C]``) takes and returns
+    the carry, ``policy(state, obs, key, step, carry) -> (env action, record,
+    carry)``: the collector keeps it per env — unchanged over a backend's reset
+    step, restarted after an episode's end — and records the carry each step was
+    acted from (field ``carry``)."""
 
     def __init__(
         self,
@@ -229,6 +236,7 @@ class Collector:
         seed: int,
         to_device: Callable[[np.ndarray], Any] = lambda x: x,
         stopped: Callable[[], bool] = lambda: False,
+        carry: np.ndarray | None = None,
     ):
         import jax
 
@@ -243,6 +251,8 @@ class Collector:
         n = members * per_member
         self.ret, self.length = np.zeros(n, np.float64), np.zeros(n, np.int64)
         self.cut = np.ones(n, bool)  # per env: its next step does not follow its last delivered one (fresh episodes)
+        self.start = None if carry is None else np.asarray(carry).reshape(n, -1)  # an episode's first carry
+        self.carry = None if carry is None else self.start.copy()  # [n, C] each env's carry now
 
     def _drop_stale(self, update: int) -> int:
         """Drop the kept steps older than the lag bound (returns how many); the first later
@@ -284,11 +294,17 @@ class Collector:
             t0 = time.perf_counter()
             obs_dev = self.to_device(obs.reshape(members, per_member, *obs.shape[1:]))
             t1 = time.perf_counter()
-            action, record = self.policy(state, obs_dev, self.key, np.int32(self.counter))
+            if self.carry is None:
+                action, record = self.policy(state, obs_dev, self.key, np.int32(self.counter))
+            else:
+                carry_dev = self.to_device(self.carry.reshape(members, per_member, -1))
+                action, record, after = self.policy(state, obs_dev, self.key, np.int32(self.counter), carry_dev)
             self.block(action)
             t2 = time.perf_counter()
             action = np.asarray(action).reshape(n, *np.shape(action)[2:])
             record = {k: np.asarray(v).reshape(n, *np.shape(v)[2:]) for k, v in record._asdict().items()}
+            if self.carry is not None:
+                after = np.asarray(after).reshape(n, -1)
             t3 = time.perf_counter()
             out = self._timed(lambda action=action: self.env.step(action))
             t4 = time.perf_counter()
@@ -315,6 +331,9 @@ class Collector:
                 "cut": self.cut & out.valid,
             }
             self.cut &= ~out.valid
+            if self.carry is not None:  # a reset step keeps the carry; an episode's end restarts it
+                fields["carry"] = self.carry
+                self.carry = np.where(done[:, None], self.start, np.where(out.valid[:, None], after, self.carry))
             ret[done], length[done] = 0.0, 0
             self.raw.append(_Raw(fields, out.valid, version))
             count = count + out.valid
@@ -324,14 +343,18 @@ class Collector:
         return Block(block, times, versions)
 
 
-def time_policy(policy: Callable[..., Any], state: Any, obs: Any, key: Any, calls: int = 20) -> float:
-    """Seconds of one call of ``policy`` on an idle device (the median of ``calls``)."""
+def time_policy(
+    policy: Callable[..., Any], state: Any, obs: Any, key: Any, calls: int = 20, carry: Any = None
+) -> float:
+    """Seconds of one call of ``policy`` on an idle device (the median of ``calls``;
+    ``carry``: a recurrent policy's)."""
     import jax
 
+    extra = () if carry is None else (carry,)
     seconds = []
     for i in range(calls):
         t0 = time.perf_counter()
-        jax.block_until_ready(policy(state, obs, key, np.int32(-1 - i)))
+        jax.block_until_ready(policy(state, obs, key, np.int32(-1 - i), *extra))
         seconds.append(time.perf_counter() - t0)
     return float(np.median(seconds))
 
@@ -356,6 +379,7 @@ class _Actor(threading.Thread):
             seed=seed,
             to_device=p.to_actor,
             stopped=threads.stop.is_set,
+            carry=p.carry,
         )
 
     def run(self) -> None:
@@ -474,7 +498,8 @@ class Sebulba:
     actors are handed of the learner's state to collect trajectory ``version`` (``policy``
     reads it; None: the whole state). ``transport(pipeline)``: where the actors run and how
     parameters and trajectories travel (None: :class:`Threads`, ``threads`` of them;
-    :class:`jaxrl.actors.ray_runners.RayRunners`: env runners on Ray)."""
+    :class:`jaxrl.actors.ray_runners.RayRunners`: env runners on Ray). ``carry``: a
+    recurrent policy's carry at an episode's start (:class:`Collector`)."""
 
     def __init__(
         self,
@@ -495,6 +520,7 @@ class Sebulba:
         describe_env: Callable[[int, int], str] = lambda actor, env: f"env {env} of actor {actor}",
         view: Callable[[Any, int], Any] | None = None,
         transport: Callable[[Sebulba], Any] | None = None,
+        carry: np.ndarray | None = None,
     ):
         import jax
 
@@ -502,6 +528,7 @@ class Sebulba:
         self.num_updates, self.max_lag, self.timeout_s = num_updates, max_lag, timeout_s
         self.start_update, self.seed = start_update, seed
         self.policy, self.describe_env, self.view = policy, describe_env, view
+        self.carry = carry  # a recurrent policy's carry at an episode's start [M, per_member, C] (None: memoryless)
         self._key, self._device = key, actor_device
         self.block = jax.block_until_ready
         self.per_call_s = 0.0
@@ -535,7 +562,8 @@ class Sebulba:
 
             state = jax.device_put(state, self._device)
         obs = self.to_actor(np.zeros((self.members, self.per_member, *obs_shape), np.float32))
-        return time_policy(self.policy, state, obs, self.actor_key(0), calls)
+        carry = None if self.carry is None else self.to_actor(self.carry)
+        return time_policy(self.policy, state, obs, self.actor_key(0), calls, carry)
 
     def publish(self, state: Any, version: int) -> float:
         """Hand the learner's state (version: updates done) to the actors; returns the copy's seconds."""
@@ -562,7 +590,7 @@ class Sebulba:
             blocks.append(block)
             transfer.append(seconds)
             waited += time.perf_counter() - t0
-        steps = {k: np.concatenate([b.steps[k] for b in blocks], axis=2) for k in STEP_FIELDS}
+        steps = {k: np.concatenate([b.steps[k] for b in blocks], axis=2) for k in blocks[0].steps}
         return steps, (blocks, waited, transfer)
 
     def report(self, update: int, collected: Any, learn_s: float, wall_s: float) -> UpdateReport:

@@ -523,7 +523,7 @@ def acting(state: ActorCriticState, hp: Any, update_idx: Any) -> ActorCriticStat
 
 
 def make_behaviour(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]:
-    """``(behave, complete)`` of a memoryless actor-critic, for batches collected
+    """``(behave, complete)`` of an actor-critic, for batches collected
     outside the compiled loop (:mod:`jaxrl.actors`):
 
     * ``behave(state, obs [N, *obs], key) -> (env action, Behaviour)``: a sampled
@@ -532,7 +532,11 @@ def make_behaviour(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]
     * ``complete(state, steps) -> Rollout``: the actors' steps ``[T, N, ...]``
       (a :class:`Transition` with values left ``None``, or its other fields by name) with ``V(s_t)`` and
       ``V(final_obs_t)`` from the learner's current parameters, as IMPALA's and
-      cleanba's learners do; ``learn`` then takes it as its own collect's."""
+      cleanba's learners do; ``learn`` then takes it as its own collect's.
+
+    A recurrent network (:func:`make_recurrent_behaviour`) takes and returns the carry."""
+    if getattr(network, "recurrent", False):
+        return make_recurrent_behaviour(network, env, algo)
 
     def behave(state: ActorCriticState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
         policy_out = network.apply(state.params, prepare_obs(state, obs, algo), method=ActorCritic.policy)
@@ -551,6 +555,54 @@ def make_behaviour(network: ActorCritic, env: Env, algo: Any) -> tuple[Any, Any]
         both = value_fn(jnp.concatenate([steps.obs, steps.final_obs]))
         steps_n = steps.obs.shape[0]
         return Rollout(steps._replace(value=both[:steps_n], next_value=both[steps_n:]))
+
+    return behave, complete
+
+
+def make_recurrent_behaviour(network: Any, env: Env, algo: Any) -> tuple[Any, Any]:
+    """:func:`make_behaviour` of a recurrent actor-critic:
+
+    * ``behave(state, carry [N, C], obs [N, *obs], key) -> (carry, env action,
+      Behaviour)``: the carry after ``s_t`` comes back; the actors keep it per env,
+      restart it where an episode ended and record the carry each step was acted
+      from (the field ``carry``);
+    * ``complete(state, steps) -> Rollout``: with ``h_t`` the recorded carry before
+      ``s_t``, one torso step from ``h_t`` on ``s_t`` gives ``V(s_t)`` and the carry
+      after it, one more on ``final_obs_t`` gives ``V(final_obs_t)`` (as
+      :func:`rollout_recurrent` does, with the learner's parameters); the rollout
+      starts from each env's first recorded carry, which ``learn``'s sequence pass
+      unrolls from. A column's steps are consecutive in time, so its carries are
+      those the sequence pass recomputes under the actor's parameters."""
+
+    def behave(
+        state: ActorCriticState, carry: jax.Array, obs: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, jax.Array, Behaviour]:
+        carry, features = network.apply(state.params, carry, prepare_obs(state, obs, algo), None, method="step")
+        dist = distribution(network, state.params, network.apply(state.params, features, method="policy_from"))
+        action = sample_action(dist, key)
+        return carry, env_action(action, network, env), Behaviour(action, log_prob(dist, action))
+
+    def complete(state: ActorCriticState, steps: Any) -> Rollout:
+        steps = dict(steps)
+        carry = steps.pop("carry")  # [T, N, C]
+        steps.pop("cut", None)
+        traj = Transition(value=None, next_value=None, **steps)
+        lead = traj.reward.shape  # [T, N]
+
+        def torso(h: jax.Array, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+            flat = obs.reshape((-1,) + obs.shape[len(lead) :])
+            h, features = network.apply(
+                state.params, h.reshape(-1, h.shape[-1]), prepare_obs(state, flat, algo), None, method="step"
+            )
+            return h, features
+
+        after, features = torso(carry, traj.obs)
+        _, next_features = torso(after, traj.final_obs)
+
+        def value(f: jax.Array) -> jax.Array:
+            return value_of(state, network.apply(state.params, f, method="value_from"), algo).reshape(lead)
+
+        return Rollout(traj._replace(value=value(features), next_value=value(next_features)), carry[0])
 
     return behave, complete
 

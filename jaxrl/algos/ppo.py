@@ -419,9 +419,7 @@ def make_agent(
         def init_carry(state: ActorCriticState, batch_shape: tuple[int, ...]) -> jax.Array:
             return network.initialize_carry(tuple(batch_shape))
 
-    behave = complete = None
-    if not getattr(network, "recurrent", False):
-        behave, complete = make_behaviour(network, env, algo)
+    behave, complete = make_behaviour(network, env, algo)  # host envs (recurrent: with the carry)
     return Agent(
         init,
         collect_step,
@@ -434,7 +432,7 @@ def make_agent(
         init_carry=init_carry,
         behave=behave,
         complete=complete,
-        acting=None if behave is None else acting,
+        acting=acting,
     )
 
 

@@ -26,12 +26,12 @@ from jaxrl.actors.ray_runners import RayRunners, RunnerParts, connect
 from jaxrl.actors.sebulba import LEVERS, TIME_FIELDS, HostEnvError, Sebulba, Stopped, UpdateReport, verdict
 from jaxrl.algos import algorithm_for
 from jaxrl.core.config import Config, seed_ids
+from jaxrl.core.contract import policy_step
 from jaxrl.core.errors import ConfigError, make_dir
 from jaxrl.core.fields import HParams
 from jaxrl.core.version import __version__
 from jaxrl.envs.core import Discrete, Env
 from jaxrl.envs.host import HostSpec, host_spec, make_vec
-from jaxrl.nets.networks import is_recurrent
 from jaxrl.run import stats, summary
 from jaxrl.run.checkpoint import Checkpointer
 from jaxrl.run.io import JsonlWriter, write_json
@@ -49,7 +49,7 @@ __all__ = [
     "run_host",
     "evaluate_members",
     "open_host_run",
-    "host_policy",
+    "host_member",
     "member_index",
     "evaluate_host_run",
 ]
@@ -160,13 +160,6 @@ def prepare_host(config: Config, members: Any = None) -> HostRun:
 
     config = _checked_actors(config)
     algorithm = algorithm_for(config.algo)
-    if is_recurrent(getattr(config.algo, "network", "")):
-        raise ConfigError(
-            "algo.network",
-            config.algo.network,
-            "recurrent torsos do not train on host envs yet",
-            "pass algo.network=mlp",
-        )
     spec = host_spec(config.env.name, config.env.module)
     kind = "discrete" if isinstance(spec.action_space, Discrete) else "continuous"
     if kind not in algorithm.actions:
@@ -228,9 +221,10 @@ def runner_parts(config: Config, members: Any = None) -> RunnerParts:
 class _Programs(NamedTuple):
     init: Any  # (keys [M], hparams) -> states
     learn: Any  # (states, steps {field: [M, T, N, ...]}, hparams, update) -> (states, metrics)
-    policy: Any  # (states, obs [M, n, *obs], key, step) -> (env action, Behaviour)
-    act: Any  # (states, obs [M, n, *obs]) -> deterministic env action
+    policy: Any  # (states, obs [M, n, *obs], key, step[, carry [M, n, C]]) -> (env action, Behaviour[, carry])
+    act: Any  # (states, obs [M, n, *obs], carry [M, n, C] | None) -> (carry, deterministic env action)
     view: Any  # (states, hparams, update) -> what the actors' policy reads for that update (None: the states)
+    start_carry: Any  # (states, n) -> [M, n, C]: a recurrent policy's carry at an episode's start (None: memoryless)
 
 
 def warm_updates(run: HostRun) -> int:
@@ -258,13 +252,24 @@ def _programs(run: HostRun) -> _Programs:
         )
         return new, metrics
 
-    def policy(states, obs, key, step):
+    def policy(states, obs, key, step, *carry):
         keys = jax.random.split(jax.random.fold_in(key, step), members)
+        if carry:  # a recurrent policy: the carry goes in and comes back
+            after, action, record = jax.vmap(agent.behave)(states, carry[0], obs, keys)
+            return action, record, after
         return jax.vmap(agent.behave)(states, obs, keys)
 
-    def act(states, obs):
+    _, step_fn = policy_step(agent, deterministic=True)
+
+    def act(states, obs, carry):
         keys = jax.random.split(jax.random.key(0), members)
-        return jax.vmap(agent.act)(states, obs, keys)
+        return jax.vmap(step_fn)(states, carry, obs, keys)
+
+    start_carry = None
+    if agent.init_carry is not None:
+
+        def start_carry(states: Any, n: int) -> np.ndarray:
+            return np.asarray(jax.vmap(lambda state: agent.init_carry(state, (n,)))(states))
 
     return _Programs(
         jax.jit(jax.vmap(agent.init)),
@@ -272,6 +277,7 @@ def _programs(run: HostRun) -> _Programs:
         jax.jit(policy),
         jax.jit(act),
         None if agent.acting is None else jax.jit(jax.vmap(agent.acting, in_axes=(0, 0, None))),
+        start_carry,
     )
 
 
@@ -284,7 +290,8 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
     obs = np.zeros((members, n, *run.spec.obs_shape), np.float32)
     key = jax.random.key(0)
     view = states if programs.view is None else programs.view(states, run.hparams, np.int32(0))
-    action, record = jax.eval_shape(programs.policy, view, obs[:, : run.per_member], key, np.int32(0))
+    carry = () if programs.start_carry is None else (programs.start_carry(states, run.per_member),)
+    action, record = jax.eval_shape(programs.policy, view, obs[:, : run.per_member], key, np.int32(0), *carry)[:2]
 
     def like(x: Any, shape: tuple[int, ...]) -> np.ndarray:
         return np.zeros((members, steps, n, *shape), x.dtype)
@@ -301,28 +308,43 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
         "episode_length": np.zeros((members, steps, n), np.int32),
         "cut": np.zeros((members, steps, n), bool),
     }
+    if carry:  # the carry each step was acted from
+        example["carry"] = np.zeros((members, steps, n, carry[0].shape[-1]), np.float32)
     learn = programs.learn.lower(states, example, run.hparams, np.int32(0)).compile()
     acting = view if actor_device is None else jax.device_put(view, actor_device)
-    policy = programs.policy.lower(acting, obs[:, : run.per_member], key, np.int32(0)).compile()
-    act = programs.act.lower(states, np.zeros((members, run.config.eval.episodes, *run.spec.obs_shape), np.float32))
-    return _Programs(programs.init, learn, policy, act.compile(), programs.view)
+    if carry and actor_device is not None:
+        carry = (jax.device_put(carry[0], actor_device),)
+    policy = programs.policy.lower(acting, obs[:, : run.per_member], key, np.int32(0), *carry).compile()
+    episodes = run.config.eval.episodes
+    eval_carry = None if programs.start_carry is None else programs.start_carry(states, episodes)
+    act = programs.act.lower(states, np.zeros((members, episodes, *run.spec.obs_shape), np.float32), eval_carry)
+    return _Programs(programs.init, learn, policy, act.compile(), programs.view, programs.start_carry)
 
 
 def evaluate_members(
-    run: HostRun, act: Callable[..., Any], states: Any, episodes: int, max_steps: int, seed: int
+    run: HostRun,
+    act: Callable[..., Any],
+    states: Any,
+    episodes: int,
+    max_steps: int,
+    seed: int,
+    carry: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every member's policy ``act(states, obs [M, E, *obs])`` on ``episodes``
-    fresh episodes of its own (one env each, seeded ``seed + i``): the returns
-    and lengths ``[M, E]``. An episode still running after ``max_steps`` steps
-    counts with what it had."""
+    """Every member's policy ``act(states, obs [M, E, *obs], carry) -> (carry,
+    action)`` on ``episodes`` fresh episodes of its own (one env each, seeded
+    ``seed + i``): the returns and lengths ``[M, E]``. ``carry``: a recurrent
+    policy's at an episode's start ``[M, E, C]`` (None: memoryless). An episode
+    still running after ``max_steps`` steps counts with what it had."""
     members = len(run.seeds)
     env = make_vec(run.spec, members * episodes, evaluation=True)
+    memory = carry
     try:
         obs = env.reset(seed)
         ret, length = np.zeros(members * episodes), np.zeros(members * episodes)
         running = np.ones(members * episodes, bool)
         for _ in range(max_steps):
-            action = np.asarray(act(states, obs.reshape(members, episodes, *obs.shape[1:])))
+            memory, action = act(states, obs.reshape(members, episodes, *obs.shape[1:]), memory)
+            action = np.asarray(action)
             out = env.step(action.reshape(members * episodes, *action.shape[2:]))
             counted = running & out.valid
             ret += np.where(counted, out.reward, 0.0)
@@ -374,8 +396,10 @@ def _chunk_end(
     loop: _Loop, states: Any, chunk: int, update: int, seconds: float, reports: list[UpdateReport]
 ) -> EvalRecord:
     run, config = loop.run, loop.run.config
+    episodes, start_carry = config.eval.episodes, loop.programs.start_carry
+    carry = None if start_carry is None else start_carry(states, episodes)
     returns, lengths = evaluate_members(
-        run, loop.programs.act, states, config.eval.episodes, _eval_steps(run), 10_000_019 + chunk
+        run, loop.programs.act, states, episodes, _eval_steps(run), 10_000_019 + chunk, carry
     )
     means = returns.mean(1).tolist()
     steps = update * config.rollout_size
@@ -551,9 +575,11 @@ def _pipeline(
     actor_device: Any,
     ray_started: bool = False,
     log: Callable[[str], None] = lambda text: None,
+    carry: np.ndarray | None = None,
 ) -> Sebulba:
     """The actor–learner pipeline of ``run`` from update ``start`` (``stop_after``: updates to run, if not all);
-    ``ray_started``: this run started the local Ray runtime its runners use (``actor=ray``)."""
+    ``ray_started``: this run started the local Ray runtime its runners use (``actor=ray``); ``carry``:
+    a recurrent policy's carry at an episode's start ``[M, per_member, C]``."""
     import jax
 
     config, members = run.config, len(run.seeds)
@@ -596,6 +622,7 @@ def _pipeline(
             f"env {run.spec.name}: {run.member_name(env // run.per_member)} "
             f"(its env {env % run.per_member} in {unit} {actor})"
         ),
+        carry=carry,
     )
 
 
@@ -683,7 +710,8 @@ def _run_host(
         states = jax.device_put(states, devices[-1])
     programs = _compile(run, programs, states, actor_device)
     compile_s = time.perf_counter() - t0
-    pipeline = _pipeline(run, programs, start, stop_after_updates, actor_device, ray_started, log)
+    carry = None if programs.start_carry is None else programs.start_carry(states, run.per_member)
+    pipeline = _pipeline(run, programs, start, stop_after_updates, actor_device, ray_started, log, carry)
     writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
     if resuming:
         writer.truncate(lambda r: r.get("update", 0) <= start)
@@ -886,22 +914,14 @@ def member_index(opened: OpenedHostRun, seed: int | None, config_label: str | No
     return pick(opened.run, seed, config_label)[0]
 
 
-def host_policy(
-    opened: OpenedHostRun, seed: int | None, deterministic: bool, config_label: str | None = None
-) -> Callable[[Any, Any], Any]:
-    """``act(obs, key) -> action`` of one member (:func:`jaxrl.load_policy` of a host-env run)."""
+def host_member(opened: OpenedHostRun, seed: int | None, config_label: str | None = None) -> tuple[Any, Any]:
+    """``(state, agent)`` of one member (:func:`jaxrl.load_policy` of a host-env run,
+    ``evaluate render=true``): its state and the run's agent, whose ``act``/``sample``
+    (:func:`jaxrl.core.contract.policy_step`) take raw observations."""
     import jax
 
     member = member_index(opened, seed, config_label)
-    state = jax.tree.map(lambda x: x[member], opened.states)
-    agent = opened.run.agent
-    choose = agent.act if deterministic else agent.sample
-
-    def act(obs: Any, key: Any) -> Any:
-        """The trained policy's action for ``obs`` ``[*batch, *obs_shape]`` (raw, as the env gives it)."""
-        return choose(state, obs, key)
-
-    return act
+    return jax.tree.map(lambda x: x[member], opened.states), opened.run.agent
 
 
 def evaluate_host_run(
@@ -920,18 +940,18 @@ def evaluate_host_run(
     run = opened.run
     members = pick(run, seed if seed == "all" else int(seed), config_label)
     states = jax.tree.map(lambda x: x[np.asarray(members)], opened.states)
-    agent = run.agent
-    choose = agent.act if deterministic else agent.sample
+    init_carry, choose = policy_step(run.agent, deterministic)
 
     @jax.jit
-    def act(states: Any, obs: Any, step: Any) -> Any:
+    def act(states: Any, obs: Any, carry: Any, step: Any) -> Any:
         keys = jax.random.split(jax.random.fold_in(jax.random.key(12345), step), len(members))
-        return jax.vmap(choose)(states, obs, keys)
+        return jax.vmap(choose)(states, carry, obs, keys)
 
     counter = iter(range(10**9))
     sub = run._replace(seeds=tuple(run.seeds[i] for i in members))
+    carry = jax.vmap(lambda state: init_carry(state, (episodes,)))(states)
     returns, _ = evaluate_members(
-        sub, lambda s, o: act(s, o, np.int32(next(counter))), states, episodes, max_steps, 20_000_003
+        sub, lambda s, o, c: act(s, o, c, np.int32(next(counter))), states, episodes, max_steps, 20_000_003, carry
     )
     per_seed = []
     for i, row in zip(members, returns, strict=True):

@@ -27,7 +27,7 @@ from jaxrl.core.config import Config
 from jaxrl.core.errors import ConfigError
 from jaxrl.envs.host import is_host
 from jaxrl.run import program, sweeping
-from jaxrl.run.host import OpenedHostRun, host_policy, open_host_run
+from jaxrl.run.host import OpenedHostRun, host_member, open_host_run
 from jaxrl.run.overrides import load_run_config
 from jaxrl.run.spec import Members, RunSpec, members_of, pick_members, prepare
 
@@ -163,13 +163,14 @@ def load_policy(
     """
     host = host_config(run_dir)
     if host is not None:
-        return host_policy(open_host(run_dir, host), seed, deterministic, config)
-    run = open_run(run_dir)
-    for note in run.notes:
-        warnings.warn(note, stacklevel=2)
-    member = run.member_index(run.members.seeds[0] if seed is None else int(seed), config)
-    state = run.agent_state(member)
-    agent = run.trainer.agent
+        state, agent = host_member(open_host(run_dir, host), seed, config)
+    else:
+        run = open_run(run_dir)
+        for note in run.notes:
+            warnings.warn(note, stacklevel=2)
+        member = run.member_index(run.members.seeds[0] if seed is None else int(seed), config)
+        state = run.agent_state(member)
+        agent = run.trainer.agent
     choose = agent.act if deterministic else agent.sample
     if agent.init_carry is not None:
         carry_size = int(agent.init_carry(state, ()).shape[-1])
