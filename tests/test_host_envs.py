@@ -204,17 +204,21 @@ class _Episodic:
     num_envs = 2
 
     def __init__(self):
-        self.t, self.ended = np.zeros(2, np.float32), np.zeros(2, bool)
+        self.t, self.ended, self.resets = np.zeros(2, np.float32), np.zeros(2, bool), 0
+
+    def _obs(self) -> np.ndarray:
+        return np.repeat(self.t[:, None], 4, axis=1)
 
     def reset(self, seed: int) -> np.ndarray:
-        return np.repeat(self.t[:, None], 4, axis=1)
+        self.t[:], self.ended[:], self.resets = 0.0, False, self.resets + 1
+        return self._obs()
 
     def step(self, actions: np.ndarray) -> host.HostStep:
         valid = ~self.ended
         self.t = np.where(self.ended, 0.0, self.t + 1).astype(np.float32)
         terminated = valid & (self.t == np.asarray([3.0, 5.0]))
         self.ended = terminated
-        obs = self.reset(0)
+        obs = self._obs()
         return host.HostStep(obs, np.ones(2, np.float32), terminated, np.zeros(2, bool), obs.copy(), valid)
 
 
@@ -241,6 +245,34 @@ def test_a_recurrent_policys_carry_restarts_with_each_episode_and_skips_reset_st
         block = actor.collect(update, None, update, ActorTimes()).steps
         np.testing.assert_array_equal(block["carry"][0, :, :, 0], block["obs"][0, :, :, 0])
         assert block["terminated"].any()
+
+
+def test_fresh_episodes_start_every_trajectory_with_a_reset():
+    """REINFORCE's actors (``fresh_episodes``) reset every env before each
+    trajectory: each column starts at an episode's first step, cut from the
+    last, with nothing carried over (episode returns count from the reset)."""
+    from collections import namedtuple
+
+    from jaxrl.actors.sebulba import ActorTimes, Collector
+
+    record = namedtuple("Record", "action log_prob")
+
+    def policy(state, obs, key, step):
+        zeros = np.zeros((1, 2), np.int64)
+        return zeros, record(zeros, np.zeros((1, 2), np.float32))
+
+    env = _Episodic()
+    actor = Collector(
+        env, policy, members=1, per_member=2, num_steps=4, max_lag=1, key=None, seed=0, fresh_episodes=True
+    )
+    for update in range(3):
+        block = actor.collect(update, None, update, ActorTimes()).steps
+        assert env.resets == update + 1  # the steps kept from the last trajectory (env 1 ran ahead) are not used
+        np.testing.assert_array_equal(block["obs"][0, 0, :, 0], [0, 0])
+        assert block["cut"][0, 0].all() and not block["cut"][0, 1:].any()
+        ended = block["terminated"][0]
+        np.testing.assert_array_equal(block["episode_return"][0][ended], block["episode_length"][0][ended])
+        np.testing.assert_array_equal(block["episode_length"][0][ended], block["final_obs"][0, :, :, 0][ended])
 
 
 @pytest.mark.parametrize("capacity", [60, 21])  # 21: the ring wraps (7 steps of 3 envs)
@@ -488,7 +520,6 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
     [
         (["env=gymnasium:CartPol-v1"], "env=gymnasium:CartPol-v1"),
         (["env=gymnasium:CartPole-v1", "algo=sac"], "algo=sac"),
-        (["env=gymnasium:CartPole-v1", "algo=reinforce"], "algo=reinforce"),
         (["env=gymnasium:Pendulum-v1", "algo=td3", "algo.noise_correlation=0.9"], "algo.noise_correlation=0.9"),
         (["env=gymnasium:CartPole-v1", "num_envs=4", "actor.threads=3"], "actor.threads=3"),
         (["env=gymnasium:CartPole-v1", "actor.max_lag=-1"], "actor.max_lag=-1"),
@@ -496,7 +527,10 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
         (["env=gymnasium:CartPole-v1", "pbt.population=4"], "pbt.population=4"),
         (["env=gymnasium:JaxrlToy-v0", "env.module=no_such_module"], "env.module=no_such_module"),
         # a sweep: every group's configuration checked by the pipeline before anything is written
-        (["sweep", "env=gymnasium:CartPole-v1", "algo=reinforce", "algo.lr=1e-3,3e-3"], "algo=reinforce"),
+        (
+            ["sweep", "env=gymnasium:Pendulum-v1", "algo=td3", "algo.lr=1e-3,3e-3", "algo.noise_correlation=0.9"],
+            "algo.noise_correlation=0.9",
+        ),
         (["sweep", "env=gymnasium:CartPole-v1", "num_envs=4,3", "actor.threads=2"], "actor.threads=2"),
     ],
 )
@@ -821,11 +855,13 @@ def test_a_recurrent_policy_trains_resumes_evaluates_and_exports_on_a_host_env(t
     assert json.loads(shipped.stdout) == actions
 
 
-def test_a2c_learns_from_actors_steps_as_from_its_own_rollout(tmp_path):
-    """A2C's ``complete`` values the actors' steps with the learner's parameters
-    as its in-program collect did, so ``learn`` gives the same parameters; a run
-    on a host env trains lock-step (its host preset: A2C has no behaviour
-    correction; the user may overlap), evaluates and names its learner's lever."""
+@pytest.mark.parametrize("algo", ["a2c", "reinforce"])
+def test_a2c_and_reinforce_learn_from_actors_steps_as_from_their_own_rollout(tmp_path, algo):
+    """A2C's and REINFORCE's ``complete`` values the actors' steps with the
+    learner's parameters as their in-program collect did, so ``learn`` gives the
+    same parameters; a run on a host env trains lock-step (their host preset: no
+    behaviour correction; the user may overlap), evaluates and names its
+    learner's lever."""
     import jax
 
     import jaxrl.envs
@@ -834,8 +870,9 @@ def test_a2c_learns_from_actors_steps_as_from_its_own_rollout(tmp_path):
     from jaxrl.run.host import lever_of
     from jaxrl.run.overrides import resolve
 
-    config = resolve(["env=cartpole", "algo=a2c", "num_envs=4", "algo.num_steps=32"])
-    agent = algos.get("a2c").make_agent(config.algo, jaxrl.envs.make("cartpole"), 4, 10)
+    config = resolve(["env=cartpole", f"algo={algo}", "num_envs=4", "algo.num_steps=32"])
+    agent = algos.get(algo).make_agent(config.algo, jaxrl.envs.make("cartpole"), 4, 10)
+    assert agent.fresh_episodes == (algo == "reinforce")  # REINFORCE counts each env's first episode
     hp = HParams.from_config(config.algo)
     state, rollout = agent.collect(agent.init(jax.random.key(0), hp), hp, np.int32(0))
     assert bool(np.any(np.asarray(rollout.steps.terminated)))  # ends for the advantages to stop at
@@ -847,10 +884,10 @@ def test_a2c_learns_from_actors_steps_as_from_its_own_rollout(tmp_path):
     for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
 
-    code, summary, rows = _train(tmp_path, "env=gymnasium:JaxrlToy-v0", TOY, *TINY, "algo=a2c")
-    assert code == 0 and summary["algo"] == "a2c" and len(summary["final_eval_return"]) == 2
-    assert summary["pipeline"]["lag_max"] == 0  # A2C's host preset: lock-step (no behaviour correction)
-    assert resolve(["env=gymnasium:CartPole-v1", "algo=a2c", "actor.sync=false"]).actor.sync is False
+    code, summary, rows = _train(tmp_path, "env=gymnasium:JaxrlToy-v0", TOY, *TINY, f"algo={algo}")
+    assert code == 0 and summary["algo"] == algo and len(summary["final_eval_return"]) == 2
+    assert summary["pipeline"]["lag_max"] == 0  # the host preset: lock-step (no behaviour correction)
+    assert resolve(["env=gymnasium:CartPole-v1", f"algo={algo}", "actor.sync=false"]).actor.sync is False
     assert [r["update"] for r in rows if r["type"] == "update"][-1] == 8
     assert lever_of("learner-bound", config.algo).startswith("longer rollouts")  # one gradient step per rollout
 

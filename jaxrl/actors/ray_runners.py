@@ -286,6 +286,7 @@ class RayRunners:
             "key": key,
             "seed": p.seed + 100_003 * index + 7_919 * generation,
             "carry": p.carry,
+            "fresh_episodes": p.fresh_episodes,
         }
 
     def _spawn(self, index: int) -> None:

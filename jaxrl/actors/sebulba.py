@@ -103,9 +103,8 @@ class ActorTimes:
 class Block(NamedTuple):
     """One actor's trajectory for one update."""
 
-    steps: dict[
-        str, np.ndarray
-    ]  # STEP_FIELDS (and a recurrent policy's carry), each [M, T, n, ...] (member, step, env)
+    # STEP_FIELDS (and a recurrent policy's carry), each [M, T, n, ...] (member, step, env)
+    steps: dict[str, np.ndarray]
     times: ActorTimes
     versions: tuple[int, int]  # oldest and newest parameter version its steps were taken with
 
@@ -216,7 +215,9 @@ class Collector:
 
     ``policy(state, obs [M, n, *obs], key, step) -> (env action, record)`` acts;
     ``to_device`` puts observations where the policy runs; ``stopped()`` is
-    polled between env steps (true: raise :class:`Stopped`). A recurrent policy
+    polled between env steps (true: raise :class:`Stopped`); ``fresh_episodes``:
+    every trajectory starts by resetting all envs (env ``i`` seeded ``seed + 7919 ·
+    update + i``) and drops the steps kept from the last. A recurrent policy
     (``carry``: the carry an episode starts from, ``[M, n, C]``) takes and returns
     the carry, ``policy(state, obs, key, step, carry) -> (env action, record,
     carry)``: the collector keeps it per env — unchanged over a backend's reset
@@ -237,6 +238,7 @@ class Collector:
         to_device: Callable[[np.ndarray], Any] = lambda x: x,
         stopped: Callable[[], bool] = lambda: False,
         carry: np.ndarray | None = None,
+        fresh_episodes: bool = False,
     ):
         import jax
 
@@ -253,6 +255,7 @@ class Collector:
         self.cut = np.ones(n, bool)  # per env: its next step does not follow its last delivered one (fresh episodes)
         self.start = None if carry is None else np.asarray(carry).reshape(n, -1)  # an episode's first carry
         self.carry = None if carry is None else self.start.copy()  # [n, C] each env's carry now
+        self.fresh_episodes = fresh_episodes
 
     def _drop_stale(self, update: int) -> int:
         """Drop the kept steps older than the lag bound (returns how many); the first later
@@ -283,7 +286,12 @@ class Collector:
         with ``state`` (parameters of ``version``); ``times`` fills with where the time went."""
         members, per_member, steps = self.members, self.per_member, self.num_steps
         n = members * per_member
-        if self.obs is None:
+        if self.fresh_episodes:  # every trajectory starts fresh episodes: the kept steps belong to old ones
+            self.obs = self._timed(lambda: self.env.reset(self.seed + 7_919 * update))
+            self.raw, self.cut[:], self.ret[:], self.length[:] = [], True, 0.0, 0
+            if self.carry is not None:
+                self.carry = self.start.copy()
+        elif self.obs is None:
             self.obs = self._timed(lambda: self.env.reset(self.seed))
         times.stale_steps += self._drop_stale(update)  # no step older than the lag bound
         count = np.sum([r.valid for r in self.raw], axis=0) if self.raw else np.zeros(n, np.int64)
@@ -380,6 +388,7 @@ class _Actor(threading.Thread):
             to_device=p.to_actor,
             stopped=threads.stop.is_set,
             carry=p.carry,
+            fresh_episodes=p.fresh_episodes,
         )
 
     def run(self) -> None:
@@ -499,7 +508,8 @@ class Sebulba:
     reads it; None: the whole state). ``transport(pipeline)``: where the actors run and how
     parameters and trajectories travel (None: :class:`Threads`, ``threads`` of them;
     :class:`jaxrl.actors.ray_runners.RayRunners`: env runners on Ray). ``carry``: a
-    recurrent policy's carry at an episode's start (:class:`Collector`)."""
+    recurrent policy's carry at an episode's start; ``fresh_episodes``: every
+    trajectory starts fresh episodes (both: :class:`Collector`)."""
 
     def __init__(
         self,
@@ -521,6 +531,7 @@ class Sebulba:
         view: Callable[[Any, int], Any] | None = None,
         transport: Callable[[Sebulba], Any] | None = None,
         carry: np.ndarray | None = None,
+        fresh_episodes: bool = False,
     ):
         import jax
 
@@ -529,6 +540,7 @@ class Sebulba:
         self.start_update, self.seed = start_update, seed
         self.policy, self.describe_env, self.view = policy, describe_env, view
         self.carry = carry  # a recurrent policy's carry at an episode's start [M, per_member, C] (None: memoryless)
+        self.fresh_episodes = fresh_episodes  # every trajectory starts fresh episodes (Collector)
         self._key, self._device = key, actor_device
         self.block = jax.block_until_ready
         self.per_call_s = 0.0

@@ -31,7 +31,9 @@ from jaxrl.algos.actor_critic import (
     ADAM_EPS,
     ActorCriticState,
     Rollout,
+    acting,
     log_prob,
+    make_behaviour,
     make_parts,
     policy_and_value,
     prepare_obs,
@@ -201,7 +203,20 @@ def make_agent(
         )
         return state.replace(params=params, opt_state=opt_state, obs_stats=obs_stats), metrics
 
-    return Agent(init, collect, learn, act, sample, network, num_envs * algo.num_steps)
+    behave, complete = make_behaviour(network, env, algo)  # host envs: the learner values the baseline itself
+    return Agent(
+        init,
+        collect,
+        learn,
+        act,
+        sample,
+        network,
+        num_envs * algo.num_steps,
+        behave=behave,
+        complete=complete,
+        acting=acting,
+        fresh_episodes=True,  # the actors start every trajectory with fresh episodes, as collect does
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -156,6 +156,9 @@ class Agent(NamedTuple):
     # steps are stored. None: behave reads the state; no warm-up.
     acting: Callable[[State, HParams, Any], Any] | None = None
     warm: Learn | None = None
+    # Host envs: every trajectory starts fresh episodes in all envs (the actors reset them
+    # first, as the in-program collect does: REINFORCE counts each env's first episode).
+    fresh_episodes: bool = False
 
     def update(self, state: State, hp: HParams, update_idx: Any) -> tuple[State, Metrics]:
         """``collect`` then ``learn``: the in-program update the trainer scans."""

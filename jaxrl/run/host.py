@@ -623,6 +623,7 @@ def _pipeline(
             f"(its env {env % run.per_member} in {unit} {actor})"
         ),
         carry=carry,
+        fresh_episodes=run.agent.fresh_episodes,
     )
 
 
