@@ -892,12 +892,12 @@ def test_a2c_and_reinforce_learn_from_actors_steps_as_from_their_own_rollout(tmp
     assert lever_of("learner-bound", config.algo).startswith("longer rollouts")  # one gradient step per rollout
 
 
-@pytest.mark.parametrize("algo", ["sac", "td3"])
-def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_at_random(algo):
+@pytest.mark.parametrize("algo, n_step", [("sac", 1), ("td3", 1), ("td3", 3)])
+def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_at_random(algo, n_step):
     """SAC's and TD3's ``complete`` turns the actors' steps ``[T, N]`` into the
     transitions their in-program collect stores (each bootstrapping from its
-    pre-reset ``final_obs``), so ``learn`` on them gives the same state bit for
-    bit; the actors are handed the policy, the normalizer and whether the
+    pre-reset ``final_obs``; with ``algo.n_step`` > 1 the items that end n-step
+    windows), so ``learn`` on them gives the same state bit for bit; the actors are handed the policy, the normalizer and whether the
     learner's buffer still lacks ``learning_starts`` (uniform actions then, the
     policy's sample — SAC — or ``clip(μ(s) + σ ε)`` — TD3 — after)."""
     import jax
@@ -908,7 +908,8 @@ def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_a
     from jaxrl.core.fields import HParams
     from jaxrl.run.overrides import resolve
 
-    config = resolve(["env=pendulum", f"algo={algo}", "num_envs=4", "algo.num_steps=8", "algo.learning_starts=64"])
+    args = ["env=pendulum", f"algo={algo}", "num_envs=4", "algo.num_steps=8", "algo.learning_starts=64"]
+    config = resolve([*args, f"algo.n_step={n_step}"])
     env = jaxrl.envs.make("pendulum")
     agent = algos.get(algo).make_agent(config.algo, env, 4, 10)
     hp = HParams.from_config(config.algo)
