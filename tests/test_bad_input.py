@@ -139,7 +139,11 @@ CASES = [
         ["env=pendulum", "algo=sac", "algo.n_step=3", "algo.learning_starts=0", "algo.num_steps=1"],
         "algo.learning_starts=0: leaves the first update no whole 3-step window",
     ),
-    ("train", ["env=gymnasium:Pendulum-v1", "algo=td3", "algo.n_step=3"], "algo.n_step=3: must be 1 on host envs"),
+    (
+        "train",
+        ["env=gymnasium:Pendulum-v1", "algo=td3", "algo.noise_scales=per_env"],
+        "algo.noise_scales=per_env: needs each env's σ between steps",
+    ),
     # domain randomization (issue: generalization)
     ("train", ["env.randomize=lenght=uniform(0.2,1)"], "'lenght' is not a parameter of CartPole-v1"),
     ("train", ["env.randomize=length=uniform(1,1)"], "uniform of length needs two numbers lo < hi"),

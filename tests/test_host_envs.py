@@ -427,6 +427,38 @@ def test_resume_continues_the_learner_where_it_stopped(tmp_path):
     assert evals[-1].value == pytest.approx(summary["final_eval_return"][1])
 
 
+def test_pbt_evolves_a_population_of_host_env_learners_across_a_resume(tmp_path):
+    """PBT over a host env: after each chunk but the last the worst member copies
+    a best one's learner state and hyperparameters and perturbs them (× 0.8 or
+    1.25, or a resample within bounds); the others keep theirs; the evolved
+    hyperparameters survive a stop and resume; the summary traces the best
+    member's lineage."""
+    from jaxrl.run import training
+    from jaxrl.run.overrides import resolve
+
+    run_dir = tmp_path / "run"
+    args = ["env=gymnasium:JaxrlToy-v0", TOY, *TINY[1:], "num_evals=4", "pbt.population=4", "pbt.resample_prob=0"]
+    assert training.run(resolve([*args, f"run_dir={run_dir}", "plots=false"]), stop_after_chunks=2) == 0
+    assert train.main([f"resume={run_dir}"]) == 0
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if r["type"] == "eval"]
+    assert [r["update"] for r in evals] == [2, 4, 6, 8] and evals[-1]["parents"] == [-1] * 4
+    assert len(set(evals[0]["hparams"]["lr"])) == 4  # the population starts spread around the config's
+    for before, after in zip(evals[:-1], evals[1:], strict=True):  # chunk 1 → 2 crosses the resume
+        assert sum(p >= 0 for p in before["parents"]) == 1  # ⌊0.25 × 4⌋ = 1 copy per step
+        for i, parent in enumerate(before["parents"]):
+            for name, values in after["hparams"].items():
+                if parent < 0:
+                    assert values[i] == before["hparams"][name][i], (name, i)
+                elif name in ("lr", "ent_coef", "clip_eps"):  # the evolved ones: perturbed (then clipped)
+                    source = before["hparams"][name][parent]
+                    assert any(np.isclose(values[i], source * f) for f in (0.8, 1.25)) or values[i] in (0.0, source)
+                    scores = before["eval_return"]
+                    assert scores[parent] >= scores[i]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["pbt"]["copies"] == 3 and len(summary["pbt"]["best_trajectory"]) == 4
+
+
 def _shipped(out: Path, obs: np.ndarray) -> np.ndarray:
     """The exported policy in ``out`` run without jaxrl on ``obs``: its actions."""
     shipped = subprocess.run(
@@ -524,7 +556,7 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
         (["env=gymnasium:CartPole-v1", "num_envs=4", "actor.threads=3"], "actor.threads=3"),
         (["env=gymnasium:CartPole-v1", "actor.max_lag=-1"], "actor.max_lag=-1"),
         (["env=gymnasium:CartPole-v1", "actor.threads=0"], "actor.threads=0"),
-        (["env=gymnasium:CartPole-v1", "pbt.population=4"], "pbt.population=4"),
+        (["sweep", "env=gymnasium:CartPole-v1", "pbt.population=4", "algo.lr=1e-3,3e-3"], "pbt.population=4"),
         (["env=gymnasium:JaxrlToy-v0", "env.module=no_such_module"], "env.module=no_such_module"),
         # a sweep: every group's configuration checked by the pipeline before anything is written
         (

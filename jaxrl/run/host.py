@@ -20,28 +20,29 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+from flax import struct
 
 from jaxrl import perf as perf_lib
 from jaxrl.actors.ray_runners import RayRunners, RunnerParts, connect
 from jaxrl.actors.sebulba import LEVERS, TIME_FIELDS, HostEnvError, Sebulba, Stopped, UpdateReport, verdict
 from jaxrl.algos import algorithm_for
-from jaxrl.core.config import Config, seed_ids
+from jaxrl.core.config import Config
 from jaxrl.core.contract import policy_step
 from jaxrl.core.errors import ConfigError, make_dir
-from jaxrl.core.fields import HParams
 from jaxrl.core.version import __version__
 from jaxrl.envs.core import Discrete, Env
 from jaxrl.envs.host import HostSpec, host_spec, make_vec
 from jaxrl.run import stats, summary
 from jaxrl.run.checkpoint import Checkpointer
-from jaxrl.run.io import JsonlWriter, write_json
+from jaxrl.run.io import JsonlWriter, jsonable, write_json
 from jaxrl.run.logs import flat, format_count, open_dashboards
 from jaxrl.run.overrides import to_dict
 from jaxrl.run.records import EvalRecord, UpdateRecord
 from jaxrl.run.records import read as read_records
 from jaxrl.run.rundir import HOST_KEPT_BEFORE, accepted_hashes, new_run_dir, save_checkpoint, write_config
 from jaxrl.run.signals import StopRequest
-from jaxrl.run.spec import Members, pick_members
+from jaxrl.run.spec import Members, members_of, pick_members
+from jaxrl.trainer import pbt as pbt_lib
 
 __all__ = [
     "HostRun",
@@ -55,7 +56,6 @@ __all__ = [
 ]
 
 _UNSUPPORTED = (  # (key, value on this config, default): features the pipeline does not have yet
-    ("pbt.population", lambda c: c.pbt.population, 0),
     ("eval.sets", lambda c: c.eval.sets, ""),
     ("eval.perturb", lambda c: c.eval.perturb, ""),
     ("env.randomize", lambda c: c.env.randomize, ""),
@@ -184,11 +184,19 @@ def prepare_host(config: Config, members: Any = None) -> HostRun:
         )
     chunk = max(1, math.ceil(num_updates / config.num_evals))
     per_member = config.num_envs // actors(config)
-    if members is None:  # a train run: the config's seeds, one configuration
-        seeds = seed_ids(config)
-        base = HParams.from_config(config.algo)
-        hparams = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (len(seeds),)).copy(), base)
-        return HostRun(config, spec, agent, seeds, hparams, per_member, num_updates, chunk, algorithm.metrics)
+    if members is None:  # a train run: the config's seeds (or PBT population), one configuration
+        own = members_of(config)
+        hparams = jax.tree.map(lambda x: np.array(x, np.float32), own.hparams)  # writable: PBT evolves them
+        if config.pbt.population and config.pbt.interval:
+            chunk = config.pbt.interval  # a PBT step closes every chunk
+        return HostRun(config, spec, agent, own.seeds, hparams, per_member, num_updates, chunk, algorithm.metrics)
+    if config.pbt.population:
+        raise ConfigError(
+            "pbt.population",
+            config.pbt.population,
+            "is not available in sweeps over host envs yet",
+            "train the population alone: python -m jaxrl.train … pbt.population=N",
+        )
     hparams = jax.tree.map(lambda x: np.asarray(x).copy(), members.hparams)
     group = (tuple(members.config_index), tuple(members.labels))
     seeds = tuple(members.seeds)
@@ -394,7 +402,10 @@ def _update_record(run: HostRun, chunk: int, update: int, metrics: Any, report: 
 
 def _chunk_end(
     loop: _Loop, states: Any, chunk: int, update: int, seconds: float, reports: list[UpdateReport]
-) -> EvalRecord:
+) -> tuple[EvalRecord, Any]:
+    """The chunk's evaluation record, a PBT step (a population, before the last
+    chunk) and the checkpoint of what the next chunk starts from; returns the
+    record and the states the learner goes on with."""
     run, config = loop.run, loop.run.config
     episodes, start_carry = config.eval.episodes, loop.programs.start_carry
     carry = None if start_carry is None else start_carry(states, episodes)
@@ -414,8 +425,12 @@ def _chunk_end(
         chunk_time_s=seconds,
         env_steps_per_s=len(reports) * config.rollout_size * len(run.seeds) / seconds if seconds > 0 else 0.0,
     )
+    if config.pbt.population:  # the hyperparameters the chunk trained with, then the step's copies
+        record.hparams = jsonable(run.hparams.to_dict())
+        states, parents = _pbt_step(run, states, returns, chunk, update < run.num_updates)
+        record.parents = parents
     if loop.ckpt is not None:
-        failed = save_checkpoint(loop.ckpt, chunk, {"states": states}, {"update": update, "config_hash": loop.chash})
+        failed = save_checkpoint(loop.ckpt, chunk, _saved(run, states), {"update": update, "config_hash": loop.chash})
         if failed is not None:
             raise HostEnvError(f"checkpoint of chunk {chunk} could not be written: {failed}")
     last = reports[-1]
@@ -426,7 +441,37 @@ def _chunk_end(
             f"eval IQM {stats.iqm(means):.1f} (min {min(means):.1f}, max {max(means):.1f}) · "
             f"{format_count(record.env_steps_per_s)} steps/s · lag ≤ {last.lag_max} · {lever['verdict']}"
         )
-    return record
+    return record, states
+
+
+@struct.dataclass
+class _Population:
+    """A host run's learner states as :func:`jaxrl.trainer.pbt.exploit_explore` takes a population."""
+
+    agent: Any
+    failed_at: Any
+
+
+def _pbt_step(run: HostRun, states: Any, returns: np.ndarray, chunk: int, more: bool) -> tuple[Any, list[int]]:
+    """PBT's exploit/explore on the members after chunk ``chunk`` (``more``: a chunk follows;
+    none after the last), ranked by their evaluation ``returns`` ``[M, E]``: the states the
+    learner goes on with and the member each slot copied (−1: none). ``run.hparams`` is
+    updated in place (the learner's program and the actors' view read it at every update)."""
+    import jax
+
+    if not more:
+        return states, [-1] * len(run.seeds)
+    pbt = run.config.pbt
+    algorithm = algorithm_for(run.config.algo)
+    key = jax.random.fold_in(jax.random.key(pbt.seed), 1_000 + chunk)  # per chunk: a resumed run repeats it
+    population = _Population(states, np.zeros(len(run.seeds), np.int32))
+    fitness = np.asarray(returns, np.float32).mean(axis=1)
+    new, hparams, step = pbt_lib.exploit_explore(
+        population, run.hparams, fitness, key, pbt, algorithm.pbt_bounds, algorithm.own_fields
+    )
+    for old, value in zip(jax.tree.leaves(run.hparams), jax.tree.leaves(hparams), strict=True):
+        old[...] = np.asarray(value)
+    return new.agent, [int(p) for p in np.asarray(step.parents)]
 
 
 RAY_LEVER = "more env runners (actor.runners, on more nodes: actor.address) or envs per runner (actor.envs_per_runner)"
@@ -518,7 +563,10 @@ def _train(loop: _Loop, states: Any, start: int) -> tuple[Any, list[Any], list[U
         states, metrics = programs.learn(states, steps, run.hparams, np.int32(k))
         metrics = jax.block_until_ready(metrics)
         learn_s = time.perf_counter() - t1
-        pipeline.publish(states, k + 1)
+        ends = (k + 1) % run.chunk_updates == 0 or k + 1 == run.num_updates
+        evolving = ends and run.config.pbt.population > 0  # the actors wait for the PBT step's copies
+        if not evolving:
+            pipeline.publish(states, k + 1)
         report = pipeline.report(k, collected, learn_s, time.perf_counter() - t0)
         train_s += time.perf_counter() - t0
         reports.append(report)
@@ -528,9 +576,12 @@ def _train(loop: _Loop, states: Any, start: int) -> tuple[Any, list[Any], list[U
         if not bool(np.all(np.asarray(metrics.loop.finite))):
             bad = [s for s, ok in zip(run.seeds, np.asarray(metrics.loop.finite), strict=True) if not ok]
             return states, records, reports, train_s, f"on_nan: update {k + 1} of seed(s) {bad} was not finite"
-        if (k + 1) % run.chunk_updates == 0 or k + 1 == run.num_updates:
+        if ends:
             seconds = time.perf_counter() - chunk_t0
-            records.append(_chunk_end(loop, states, chunk, k + 1, seconds, chunk_reports))
+            record, states = _chunk_end(loop, states, chunk, k + 1, seconds, chunk_reports)
+            records.append(record)
+            if evolving:
+                pipeline.publish(states, k + 1)
             new = [r.to_json() for r in records[-len(chunk_reports) - 1 :]]
             loop.writer.write(new)
             for dashboard in loop.dashboards:
@@ -556,15 +607,23 @@ def _start_states(
         return states, 0, ckpt
     if ckpt is None or ckpt.latest() is None:
         raise ConfigError("resume", run_dir, "has no checkpoint to continue from", "start a new run without resume=")
-    abstract = jax.eval_shape(lambda: {"states": states})
+    abstract = jax.eval_shape(lambda: _saved(run, states))
     device = jax.devices()[0]
     shardings = jax.tree.map(lambda _: jax.sharding.SingleDeviceSharding(device), abstract)
     restored = ckpt.restore(abstract, shardings)
     if restored.meta.get("config_hash") not in digests:
         raise ConfigError("resume", run_dir, "was written with other settings", "resume with its own config.yaml")
+    if "hparams" in restored.state:  # a PBT population's evolved hyperparameters
+        for old, value in zip(jax.tree.leaves(run.hparams), jax.tree.leaves(restored.state["hparams"]), strict=True):
+            old[...] = np.asarray(value)
     update = int(restored.meta["update"])
     log(f"resuming at update {update}: the learner's state is restored; host env episodes in flight restart")
     return restored.state["states"], update, ckpt
+
+
+def _saved(run: HostRun, states: Any) -> dict[str, Any]:
+    """What a checkpoint holds: the learner's states (and a PBT population's hyperparameters)."""
+    return {"states": states, **({"hparams": run.hparams} if run.config.pbt.population else {})}
 
 
 def _pipeline(
@@ -825,6 +884,8 @@ def _finish(
         "backend": jax.default_backend(),
         "devices": 1,  # the learner's: every seed in one vmapped program on one device
     }
+    if config.pbt.population:  # the best member's lineage, as an in-program population's summary has
+        result["pbt"] = summary.pbt_summary(evals, list(final), config.pbt.hparams)
     if run.labels:  # a sweep group: one block per configuration, as a compiled group's summary has
         result["configs"] = _config_blocks(run, final)
         for key in ("seeds", "final_eval_return", *stats.summarize(final, run.spec.solved_return)):
@@ -842,6 +903,8 @@ def _finish(
             block["seeds"], block["final_eval_return"], block, run.spec.solved_return, heading
         )
         print(table, flush=True)
+    if "pbt" in result:
+        print(summary.pbt_text(result["pbt"]), flush=True)
     if totals:
         print(pipeline_text(totals), flush=True)
     count = "?" if result["env_steps_per_s"] is None else format_count(result["env_steps_per_s"])
@@ -893,12 +956,15 @@ def open_host_run(run_dir: str, config: Config, members: Any = None) -> OpenedHo
         if ckpt.latest() is None:
             raise ConfigError("run_dir", run_dir, "holds no checkpoint", "train it first (python -m jaxrl.train)")
         keys = jax.vmap(jax.random.key)(np.asarray(run.seeds, np.uint32))
-        abstract = jax.eval_shape(lambda: {"states": jax.vmap(run.agent.init)(keys, run.hparams)})
+        abstract = jax.eval_shape(lambda: _saved(run, jax.vmap(run.agent.init)(keys, run.hparams)))
         device = jax.devices()[0]
         shardings = jax.tree.map(lambda _: jax.sharding.SingleDeviceSharding(device), abstract)
         restored = ckpt.restore(abstract, shardings, field="run_dir")
     finally:
         ckpt.close()
+    if "hparams" in restored.state:  # a PBT population's evolved hyperparameters
+        for old, value in zip(jax.tree.leaves(run.hparams), jax.tree.leaves(restored.state["hparams"]), strict=True):
+            old[...] = np.asarray(value)
     return OpenedHostRun(run, restored.state["states"], int(restored.meta.get("update", 0)), restored.chunk, run_dir)
 
 

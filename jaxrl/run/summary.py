@@ -23,6 +23,7 @@ __all__ = [
     "set_blocks",
     "sets_table",
     "heldout_table",
+    "pbt_summary",
     "pbt_text",
     "plot_run",
 ]
@@ -74,7 +75,7 @@ def summarize(spec: Any, records: list[Any], times: Times, heldout: dict[str, An
         ranked = spec.config.pbt.fitness
         values = last.eval_sets[ranked] if ranked else final
         scores = [None if f is None else v for v, f in zip(values, final, strict=True)]
-        summary["pbt"] = _pbt_summary(evals, scores, spec.config.pbt.hparams, ranked)
+        summary["pbt"] = pbt_summary(evals, scores, spec.config.pbt.hparams, ranked)
     return summary
 
 
@@ -176,7 +177,7 @@ def sets_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _pbt_summary(
+def pbt_summary(
     evals: list[EvalRecord], final: list[float | None], evolved: tuple[str, ...], fitness: str = ""
 ) -> dict[str, Any]:
     """The best member by ``final`` (its fitness: the run's evaluation, or the
