@@ -469,8 +469,7 @@ def _pbt_step(run: HostRun, states: Any, returns: np.ndarray, chunk: int, more: 
     new, hparams, step = pbt_lib.exploit_explore(
         population, run.hparams, fitness, key, pbt, algorithm.pbt_bounds, algorithm.own_fields
     )
-    for old, value in zip(jax.tree.leaves(run.hparams), jax.tree.leaves(hparams), strict=True):
-        old[...] = np.asarray(value)
+    _set_hparams(run, hparams)
     return new.agent, [int(p) for p in np.asarray(step.parents)]
 
 
@@ -614,11 +613,18 @@ def _start_states(
     if restored.meta.get("config_hash") not in digests:
         raise ConfigError("resume", run_dir, "was written with other settings", "resume with its own config.yaml")
     if "hparams" in restored.state:  # a PBT population's evolved hyperparameters
-        for old, value in zip(jax.tree.leaves(run.hparams), jax.tree.leaves(restored.state["hparams"]), strict=True):
-            old[...] = np.asarray(value)
+        _set_hparams(run, restored.state["hparams"])
     update = int(restored.meta["update"])
     log(f"resuming at update {update}: the learner's state is restored; host env episodes in flight restart")
     return restored.state["states"], update, ckpt
+
+
+def _set_hparams(run: HostRun, hparams: Any) -> None:
+    """``run.hparams`` set to ``hparams`` in place (the learner's program and the actors' view read it)."""
+    import jax
+
+    for old, value in zip(jax.tree.leaves(run.hparams), jax.tree.leaves(hparams), strict=True):
+        old[...] = np.asarray(value)
 
 
 def _saved(run: HostRun, states: Any) -> dict[str, Any]:
@@ -963,8 +969,7 @@ def open_host_run(run_dir: str, config: Config, members: Any = None) -> OpenedHo
     finally:
         ckpt.close()
     if "hparams" in restored.state:  # a PBT population's evolved hyperparameters
-        for old, value in zip(jax.tree.leaves(run.hparams), jax.tree.leaves(restored.state["hparams"]), strict=True):
-            old[...] = np.asarray(value)
+        _set_hparams(run, restored.state["hparams"])
     return OpenedHostRun(run, restored.state["states"], int(restored.meta.get("update", 0)), restored.chunk, run_dir)
 
 
