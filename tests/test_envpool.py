@@ -94,7 +94,43 @@ def test_atari_frames_are_channels_last_in_unit_range_and_evaluation_plays_whole
     train = EnvpoolVec(spec, 1)
     evaluation = EnvpoolVec(spec, 1, evaluation=True)
     assert train.options == {"episodic_life": True, "reward_clip": True}
-    assert evaluation.options == {"episodic_life": False, "reward_clip": False}
+    assert evaluation.options == {"episodic_life": True, "reward_clip": False} and evaluation.games
+
+
+def test_a_policy_that_never_fires_plays_whole_breakout_games_as_envpools_own_loop_scores_them():
+    """Breakout serves only after FIRE; envpool's reset presses it at the start of
+    every life of its training pool, so a trained policy need not. The evaluation
+    pool starts its lives alike and joins them into one game: a policy that only
+    ever sends NOOP loses its 5 lives and ends the game (terminated once, at game
+    over) in a few hundred steps — not at the 27,000-step limit — and every field
+    matches envpool's own pool with lives as episodes, whose ``info`` says which
+    end is the game's."""
+    actions = [np.zeros(2, np.int32)] * 400
+    _, own = _own_steps("Breakout-v5", 2, 5, actions, episodic_life=True, reward_clip=False)
+    _, got = _adapter("Breakout-v5", 2, 5, actions, evaluation=True)
+    ended = np.full(2, -1)
+    for t, (step, (r, te, tr, game_over, resetting)) in enumerate(zip(got, own, strict=True)):
+        np.testing.assert_array_equal(step.valid, ~resetting)
+        np.testing.assert_array_equal(step.reward, np.where(resetting, 0.0, r))
+        np.testing.assert_array_equal(step.terminated, te & game_over & ~resetting)
+        assert not step.truncated.any()
+        ended[(ended < 0) & step.terminated] = t
+    assert (ended > 0).all(), "a game that never ends: its lives were not started with FIRE"
+    lives_lost = [sum(bool(te[i] and not go[i]) for _, te, _, go, rs in own[: ended[i]] if not rs[i]) for i in (0, 1)]
+    assert lives_lost == [4, 4]  # the fifth life's end is the game's
+
+
+def _own_steps(task: str, n: int, seed: int, actions, **options):
+    """envpool's own pool: (reward, terminated, truncated, game over, reset step) per call."""
+    env = envpool.make(task, env_type="gymnasium", num_envs=n, seed=seed, **options)
+    obs, _ = env.reset()
+    rows, pending = [], np.zeros(n, bool)
+    for a in actions:
+        _, r, te, tr, info = env.step(np.asarray(a))
+        rows.append((r, te, tr, np.asarray(info["terminated"], bool), pending))
+        pending = te | tr
+    env.close()
+    return obs, rows
 
 
 def test_mujoco_takes_continuous_actions_and_classic_ids_take_their_presets():

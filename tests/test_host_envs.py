@@ -734,6 +734,29 @@ def test_ale_training_ends_at_each_lost_life_while_the_game_goes_on():
     env.close()
 
 
+@pytest.mark.parametrize("evaluation", [False, True], ids=["training", "evaluation"])
+def test_every_ale_life_starts_with_fire_so_a_policy_that_never_fires_ends_the_game(evaluation):
+    """Breakout serves only after FIRE. As in envpool's Atari pool, every life
+    starts with it (the reset after a lost life, or inside the evaluation step
+    that lost it): a policy that only sends NOOP loses each life in a few dozen
+    steps and the whole game (5 lives) in a few hundred — where it used to wait
+    for a serve until the 27,000-step limit."""
+    env = host.make_env("ALE/Breakout-v5", evaluation=evaluation)
+    env.reset(seed=0)
+    ale, steps, episodes = env.unwrapped.ale, 0, 0
+    while not ale.game_over() and steps < 2000:
+        _, _, terminated, truncated, _ = env.step(0)
+        steps += 1
+        assert not truncated
+        if terminated:
+            episodes += 1
+            if not ale.game_over():
+                env.reset()
+    env.close()
+    assert ale.game_over() and steps < 2000, steps
+    assert episodes == (5 if not evaluation else 1)  # a training episode per life; evaluation: the game
+
+
 def test_the_docs_ale_command_runs_the_atari_preset(home):
     """A smoke run of ``env=gymnasium:ALE/Breakout-v5`` at a CI budget: the Atari
     preset (Nature CNN) on ale-py's frames, a whole-game evaluation, and its

@@ -21,7 +21,8 @@ Tuple flattened (sorted keys); Text, Graph and Sequence spaces are refused.
 envpool's Atari frames (``[4, 84, 84]`` uint8 grey, stacked) become
 ``[84, 84, 4]`` float32 in ``[0, 1]``, channels last as jaxrl's CNN takes them;
 its training pool ends an episode at each lost life and clips rewards to their
-sign (the Atari recipe), its evaluation pool plays whole games at their raw score.
+sign (the Atari recipe; each life starts with FIRE in games that have it), its
+evaluation pool plays whole games at their raw score, each life started alike.
 """
 
 from __future__ import annotations
@@ -179,20 +180,22 @@ def _register_ale(gym: Any) -> None:
 
 def _atari(gym: Any, env_id: str, evaluation: bool, **kwargs: Any) -> Any:
     """The Atari recipe of envpool's preset on an ale-py id: 4 frames skipped
-    (max-pooled), up to 30 no-ops at reset, 84×84 grey frames stacked by 4,
-    observed as ``[84, 84, 4]`` float32 in [0, 1]. Training (``evaluation=False``)
-    ends an episode at each lost life, the game going on (the next reset is one
-    no-op, not a new game), and clips rewards to their sign; evaluation plays
-    whole games at their raw score. The id's own settings (v5: sticky actions
-    with probability 0.25, the full 108k-frame limit) stay."""
+    (max-pooled), up to 30 no-ops at reset, FIRE at the start of every life in
+    games that have it, 84×84 grey frames stacked by 4, observed as
+    ``[84, 84, 4]`` float32 in [0, 1]. Training (``evaluation=False``) ends an
+    episode at each lost life, the game going on, and clips rewards to their
+    sign; evaluation plays whole games at their raw score. The id's own
+    settings (v5: sticky actions with probability 0.25, the full 108k-frame
+    limit) stay."""
     from gymnasium import spaces, wrappers
 
     _register_ale(gym)
     env = wrappers.AtariPreprocessing(
         gym.make(env_id, frameskip=1, **kwargs), noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True
     )
+    env = _lives_class()(env, episodic=not evaluation)
     if not evaluation:
-        env = wrappers.TransformReward(_life_ends_class()(env), lambda r: float(np.sign(r)))
+        env = wrappers.TransformReward(env, lambda r: float(np.sign(r)))
     env = wrappers.FrameStackObservation(env, 4)
     space = spaces.Box(0.0, 1.0, (84, 84, 4), np.float32)
     return wrappers.TransformObservation(env, _frames, space)
@@ -203,38 +206,64 @@ def _frames(obs: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(obs, (1, 2, 0)), dtype=np.float32) * np.float32(1 / 255)
 
 
-def _life_ends_class() -> Any:
+def _lives_class() -> Any:
     gym = _gymnasium()
 
-    class LifeEnds(gym.Wrapper):
-        """A lost life ends the episode (``terminated``) but not the game: the
-        reset that follows is one no-op step; a game over resets for real."""
+    class Lives(gym.Wrapper):
+        """An Atari game's lives as envpool's Atari pool treats them. Every life
+        starts with FIRE in games that have it (Breakout waits for it before
+        serving: a policy that never learned to press it, because training's
+        lives began with it, would stall a game to its time limit).
+        ``episodic``: a lost life ends the episode (``terminated``) but not the
+        game: the reset that follows presses FIRE (or one no-op) and the game
+        goes on; a game over resets for real. Otherwise (evaluation) an
+        episode is the whole game, and the life after a lost one starts with
+        FIRE inside the step that lost it (its reward counted)."""
 
-        def __init__(self, env: Any):
+        def __init__(self, env: Any, episodic: bool):
             super().__init__(env)
+            meanings = env.unwrapped.get_action_meanings()
+            self.fire = meanings.index("FIRE") if "FIRE" in meanings else None
+            self.episodic = episodic
             self.lives, self.game_over = 0, True
+
+        def _start_life(self) -> tuple[Any, float, bool, bool, Any]:
+            return self.env.step(self.fire if self.fire is not None else 0)
 
         def step(self, action: Any) -> Any:
             obs, reward, terminated, truncated, info = self.env.step(action)
-            self.game_over = terminated or truncated
             lives = self.env.unwrapped.ale.lives()
-            if 0 < lives < self.lives:
+            lost = 0 < lives < self.lives and not (terminated or truncated)
+            if lost and self.episodic:
                 terminated = True
+            elif lost and self.fire is not None:
+                obs, more, terminated, truncated, info = self._start_life()
+                reward = float(reward) + float(more)
+                lives = self.env.unwrapped.ale.lives()
+            self.game_over = bool(self.env.unwrapped.ale.game_over()) or truncated
             self.lives = lives
             return obs, reward, terminated, truncated, info
 
         def reset(self, **kwargs: Any) -> Any:
             if self.game_over:
-                obs, info = self.env.reset(**kwargs)
+                obs, info = self._new_game(**kwargs)
             else:
-                obs, _, terminated, truncated, info = self.env.step(0)
-                if terminated or truncated:  # the game ended on that no-op
-                    obs, info = self.env.reset(**kwargs)
+                obs, _, terminated, truncated, info = self._start_life()
+                if terminated or truncated:  # the game ended on that step
+                    obs, info = self._new_game(**kwargs)
             self.game_over = False
             self.lives = self.env.unwrapped.ale.lives()
             return obs, info
 
-    return LifeEnds
+        def _new_game(self, **kwargs: Any) -> tuple[Any, Any]:
+            obs, info = self.env.reset(**kwargs)
+            if self.fire is not None:
+                obs, _, terminated, truncated, info = self.env.step(self.fire)
+                if terminated or truncated:
+                    obs, info = self.env.reset(**kwargs)
+            return obs, info
+
+    return Lives
 
 
 def _backend_package(package: str) -> Any:
@@ -571,9 +600,12 @@ def preset_name(name: str) -> str | None:
 
 
 def _envpool_options(family: str, evaluation: bool) -> dict[str, Any]:
-    # the Atari recipe while training (a lost life ends the episode, rewards clipped
-    # to their sign); whole games at their raw scores when measuring a policy
-    return {"episodic_life": not evaluation, "reward_clip": not evaluation} if family == "atari" else {}
+    # the Atari recipe: a lost life ends envpool's episode, so that the next life
+    # starts with envpool's reset (no-ops, then FIRE in games that have it); rewards
+    # clipped to their sign while training. Evaluation keeps the lives' resets (a
+    # policy trained on them never learned to press FIRE) and joins the lives into
+    # whole games at their raw scores (EnvpoolVec)
+    return {"episodic_life": True, "reward_clip": not evaluation} if family == "atari" else {}
 
 
 def _envpool_spec(name: str) -> HostSpec:
@@ -618,6 +650,8 @@ class EnvpoolVec:
         self.spec, self.num_envs = spec, num_envs
         self.task = spec.name.partition(":")[2]
         self.options = {**_envpool_options(envpool_family(self.task), evaluation), **options}
+        # an evaluation pool of lives (Atari): an episode is the whole game
+        self.games = evaluation and bool(self.options.get("episodic_life"))
         self.discrete = isinstance(spec.action_space, Discrete)
         self.env: Any = None
         self.frames = False
@@ -641,13 +675,17 @@ class EnvpoolVec:
     def step(self, actions: np.ndarray) -> HostStep:
         actions = np.asarray(actions)
         actions = actions.astype(np.int32) if self.discrete else actions.astype(np.float64)
-        obs, reward, terminated, truncated, _ = self.env.step(actions)
+        obs, reward, terminated, truncated, info = self.env.step(actions)
         obs = self._obs(obs)
         valid = ~self._pending
         reward = np.where(valid, np.asarray(reward, np.float32), 0.0).astype(np.float32)
         terminated = np.asarray(terminated, bool) & valid
         truncated = np.asarray(truncated, bool) & valid & ~terminated
+        # the next call is envpool's reset step: after an episode's end, and (whole
+        # games) after a lost life, whose end is not the episode's
         self._pending = terminated | truncated
+        if self.games:
+            terminated &= np.asarray(info["terminated"], bool)  # game over, not a lost life
         return HostStep(obs, reward, terminated, truncated, obs.copy(), valid)
 
     def close(self) -> None:
