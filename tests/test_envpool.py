@@ -113,7 +113,7 @@ def test_a_policy_that_never_fires_plays_whole_breakout_games_as_envpools_own_lo
         np.testing.assert_array_equal(step.valid, ~resetting)
         np.testing.assert_array_equal(step.reward, np.where(resetting, 0.0, r))
         np.testing.assert_array_equal(step.terminated, te & game_over & ~resetting)
-        assert not step.truncated.any()
+        assert not tr.any() and not step.truncated.any()  # no game reaches the time limit here
         ended[(ended < 0) & step.terminated] = t
     assert (ended > 0).all(), "a game that never ends: its lives were not started with FIRE"
     lives_lost = [sum(bool(te[i] and not go[i]) for _, te, _, go, rs in own[: ended[i]] if not rs[i]) for i in (0, 1)]
