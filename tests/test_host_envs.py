@@ -35,6 +35,7 @@ TINY = ["seeds=2", "num_envs=2", "algo.num_steps=16", "total_timesteps=256", "nu
 DOCS = "python -m jaxrl.train env=gymnasium:CartPole-v1 seeds=4"
 DOCS_PQN = "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=pqn seeds=4"
 DOCS_SAC = "python -m jaxrl.train env=gymnasium:Pendulum-v1 algo=sac seeds=4"
+DOCS_FAST_TD3 = "python -m jaxrl.train env=gymnasium:Pendulum-v1 algo=td3 preset=fast seeds=4"
 DOCS_DQN = "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=dqn seeds=4"
 DOCS_MUJOCO = "python -m jaxrl.train env=gymnasium:HalfCheetah-v5 seeds=4"
 DOCS_ALE = "python -m jaxrl.train env=gymnasium:ALE/Breakout-v5 seeds=1"
@@ -552,7 +553,7 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
     [
         (["env=gymnasium:CartPol-v1"], "env=gymnasium:CartPol-v1"),
         (["env=gymnasium:CartPole-v1", "algo=sac"], "algo=sac"),
-        (["env=gymnasium:Pendulum-v1", "algo=td3", "algo.noise_correlation=0.9"], "algo.noise_correlation=0.9"),
+        (["env=gymnasium:Pendulum-v1", "algo=td3", "profile=true"], "profile=True"),
         (["env=gymnasium:CartPole-v1", "num_envs=4", "actor.threads=3"], "actor.threads=3"),
         (["env=gymnasium:CartPole-v1", "actor.max_lag=-1"], "actor.max_lag=-1"),
         (["env=gymnasium:CartPole-v1", "actor.threads=0"], "actor.threads=0"),
@@ -560,8 +561,8 @@ def test_a_sweep_trains_its_configurations_as_members_of_one_learner(tmp_path, c
         (["env=gymnasium:JaxrlToy-v0", "env.module=no_such_module"], "env.module=no_such_module"),
         # a sweep: every group's configuration checked by the pipeline before anything is written
         (
-            ["sweep", "env=gymnasium:Pendulum-v1", "algo=td3", "algo.lr=1e-3,3e-3", "algo.noise_correlation=0.9"],
-            "algo.noise_correlation=0.9",
+            ["sweep", "env=gymnasium:Pendulum-v1", "algo=td3", "algo.lr=1e-3,3e-3", "env.observe=[0]"],
+            "env.observe=",
         ),
         (["sweep", "env=gymnasium:CartPole-v1", "num_envs=4,3", "actor.threads=2"], "actor.threads=2"),
     ],
@@ -1005,7 +1006,9 @@ def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_a
     obs = np.asarray(jax.random.normal(jax.random.key(5), (256, 3)))
     view = host.acting(fresh, hp, np.int32(0))
     assert bool(view.random)
-    action, record = host.behave(view, obs, jax.random.key(1))
+    # TD3's actors keep each env's exploration memory (its noise state and σ)
+    carry = (host.explore_carry(fresh, (256,)),) if algo == "td3" else ()
+    action, record = host.behave(view, *carry, obs, jax.random.key(1))[-2:]
     stored = np.asarray(record.action)
     assert stored.shape == (256, 1) and np.all(np.abs(stored) <= 1.0)
     assert 0.4 < np.mean(np.abs(stored)) < 0.6  # uniform on [-1, 1]: mean |a| = 1/2
@@ -1014,8 +1017,8 @@ def test_replay_learners_learn_from_actors_steps_as_from_their_own_and_warm_up_a
     filled = host.warm(filled, completed, hp, np.int32(1))[0]  # 2 × 32 transitions: the warm-up is stored
     assert int(filled.buffer.size) == 64 and not bool(host.acting(filled, hp, np.int32(2)).random)
     jax.tree.map(np.testing.assert_array_equal, filled.actor_params, fresh.actor_params)  # no gradient step
-    action, record = host.behave(host.acting(filled, hp, np.int32(2)), obs, jax.random.key(1))
-    key = jax.random.split(jax.random.key(1))[1]
+    action, record = host.behave(host.acting(filled, hp, np.int32(2)), *carry, obs, jax.random.key(1))[-2:]
+    key = jax.random.split(jax.random.key(1), 3 if algo == "td3" else 2)[1]
     if algo == "sac":
         expected = _policy(host.network[0], filled.actor_params, obs, env.action_space).sample_and_log_prob(key)[0]
     else:
@@ -1110,26 +1113,21 @@ def test_value_learners_learn_from_actors_steps_as_from_their_own_and_act_on_the
     assert float(metrics.epsilon) == pytest.approx(float(epsilon))  # the rate the actors acted at
 
 
-def test_td3_on_a_host_env_warms_up_then_learns_and_evaluates(tmp_path):
-    """TD3 through the pipeline: the first ⌈128 / 32⌉ = 4 updates only fill the
-    buffer (random actions), every later one takes gradient steps; the run
+def test_the_docs_fast_td3_command_warms_up_then_learns_with_each_envs_own_noise(home):
+    """TD3's fast preset through the pipeline (32 envs, each with its own σ
+    per episode), at a CI budget: the first ⌈320 / 32⌉ = 10 updates only fill
+    the buffer (random actions), every later one takes gradient steps; the run
     evaluates and summarizes like any other."""
-    code, summary, rows = _train(
-        tmp_path,
-        "env=gymnasium:Pendulum-v1",
-        "algo=td3",
-        "seeds=2",
-        "num_envs=2",
-        "algo.num_steps=16",
-        "total_timesteps=512",
-        "algo.learning_starts=128",
-        "num_evals=1",
-        "eval.episodes=1",
-    )
-    assert code == 0 and summary["algo"] == "td3" and all(np.isfinite(summary["final_eval_return"]))
+    proc = run(DOCS_FAST_TD3, home, COMMANDS[DOCS_FAST_TD3])
+    run_dir = run_dir_of(proc)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["algo"] == "td3" and all(np.isfinite(summary["final_eval_return"]))
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["algo"]["noise_scales"] == "per_env" and config["num_envs"] == 32
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in rows if r["type"] == "update"]
-    assert len(losses) == 16 and all(v == 0.0 for row in losses[:4] for v in row)
-    assert all(v > 0 for row in losses[4:] for v in row)
+    assert len(losses) == summary["num_updates"] and all(v == 0.0 for row in losses[:10] for v in row)
+    assert all(v > 0 for row in losses[10:] for v in row)
 
 
 def test_continuous_actions_then_evaluate_render_load_policy_and_export(tmp_path, capsys):
@@ -1241,3 +1239,65 @@ def test_complete_values_the_steps_with_the_learners_parameters():
     np.testing.assert_allclose(np.asarray(batch.steps.value), v(obs), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(batch.steps.next_value), v(obs[::-1]), rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(batch.steps.log_prob), steps["log_prob"])
+
+
+@pytest.mark.parametrize("scales", ["fixed", "per_env"])
+def test_td3s_actors_keep_each_envs_noise_and_scale_through_its_episodes(scales):
+    """On host envs TD3's actors keep each env's exploration memory (the actors
+    restart it after an episode's end, as here): the AR(1) noise ``n_t = ρ n_{t−1}
+    + √(1 − ρ²) ε_t`` from 0 at an episode's start — so at its k-th step
+    ``Var n = 1 − ρ^{2k}`` and each step regresses on the last with slope ρ —
+    and, with ``noise_scales=per_env``, the env's σ: constant through an episode,
+    drawn uniformly from ``[noise_min, σ]`` at its start. The warm-up's uniform
+    steps leave the memory as it was."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxrl.envs
+    from jaxrl import algos
+    from jaxrl.core.fields import HParams
+    from jaxrl.run.overrides import resolve
+
+    rho, sigma, low = 0.9, 0.05, 0.01
+    args = ["env=pendulum", "algo=td3", "num_envs=4", f"algo.noise_correlation={rho}", f"algo.noise_scales={scales}"]
+    config = resolve([*args, f"algo.exploration_noise={sigma}", f"algo.noise_min={low}"])
+    env = jaxrl.envs.make("pendulum")
+    env.steps_in_program = False
+    agent = algos.get("td3").make_agent(config.algo, env, 4, 10)
+    hp = HParams.from_config(config.algo)
+    state = agent.init(jax.random.key(0), hp)
+    n, steps = 2048, 30
+    lengths = 4 + np.arange(n) % 9  # env i's episodes last 4–12 steps
+    view = agent.acting(state, hp, np.int32(0))._replace(random=jnp.asarray(False))
+    behave = jax.jit(agent.behave)
+    obs = np.zeros((n, 3), np.float32)  # the untrained actor's μ(0) = 0: the action is σ n_t, unclipped
+    assert np.all(np.asarray(agent.network[0].apply(state.actor_params, obs)) == 0)
+    start = np.asarray(agent.explore_carry(state, (n,)))
+    carry, rows = start, []
+    for t in range(steps):
+        warm = view._replace(random=jnp.asarray(True))
+        kept, _, record = behave(warm, carry, obs, jax.random.key(10_000 + t))
+        np.testing.assert_array_equal(np.asarray(kept), carry)  # the warm-up leaves it
+        assert np.abs(np.asarray(record.action)).mean() > 0.4  # uniform on [-1, 1]
+        carry, _, record = behave(view, carry, obs, jax.random.key(t))
+        carry = np.asarray(carry)
+        noise, scale = carry[:, 0], carry[:, 1]
+        np.testing.assert_allclose(np.asarray(record.action), (scale * noise)[:, None], rtol=1e-5, atol=1e-7)
+        rows.append((t % lengths + 1, noise, scale))  # (the step's index in its episode, n_t, σ)
+        carry = np.where((t % lengths == lengths - 1)[:, None], start, carry)  # the episode ended: restart
+    k = np.stack([r[0] for r in rows])
+    noise, scale = np.stack([r[1] for r in rows]), np.stack([r[2] for r in rows])
+    for step in range(1, 9):
+        assert np.var(noise[k == step]) == pytest.approx(1 - rho ** (2 * step), rel=0.12), step
+    later = k[1:] > 1  # a step and the one before it, in one episode
+    slope = np.sum(noise[1:][later] * noise[:-1][later]) / np.sum(noise[:-1][later] ** 2)
+    assert slope == pytest.approx(rho, abs=0.02)
+    if scales == "fixed":
+        np.testing.assert_array_equal(scale, np.float32(sigma))
+        return
+    np.testing.assert_array_equal(scale[1:][later], scale[:-1][later])  # one σ per episode
+    assert low <= scale.min() and scale.max() <= sigma
+    firsts = scale[k == 1]
+    assert np.mean(firsts) == pytest.approx((low + sigma) / 2, rel=0.03)  # uniform on [noise_min, σ]
+    assert np.var(firsts) == pytest.approx((sigma - low) ** 2 / 12, rel=0.1)
+    assert np.mean(scale[1:][k[1:] == 1] != scale[:-1][k[1:] == 1]) > 0.99  # redrawn at each start

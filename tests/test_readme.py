@@ -188,6 +188,14 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "num_evals": "1",
         "eval.episodes": "4",
     },
+    # TD3's fast preset through the pipeline (each env its own σ): a smoke budget, the
+    # warm-up's 10 updates then learning (tests/test_host_envs.py)
+    "python -m jaxrl.train env=gymnasium:Pendulum-v1 algo=td3 preset=fast seeds=4": {
+        "seeds": "2",
+        "total_timesteps": "2000",
+        "num_evals": "1",
+        "eval.episodes": "2",
+    },
     "python -m jaxrl.train env=gymnasium:CartPole-v1 algo=dqn seeds=4": {
         "total_timesteps": "50000",
         "num_evals": "1",

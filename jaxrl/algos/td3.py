@@ -155,6 +155,16 @@ class UpdateMetrics(NamedTuple):
 SCALAR = ValueHead()  # one value per critic
 
 
+class TD3Acting(NamedTuple):
+    """What the actors of a host env are handed of a TD3 member (``Agent.acting``)."""
+
+    actor_params: Any
+    obs_stats: Any  # jaxrl.rl.normalize.RunningStats
+    random: jax.Array  # bool []: the buffer holds less than the warm-up, act uniformly at random
+    sigma: jax.Array  # float32 []: the exploration noise σ (per_env: the largest an env draws)
+    rho: jax.Array  # float32 []: the AR(1) noise's correlation ρ
+
+
 def correlated_noise(last: jax.Array, white: jax.Array, rho: jax.Array) -> jax.Array:
     """AR(1) noise ``n_t = ρ n_{t−1} + √(1 − ρ²) ε_t`` over ``T`` steps.
 
@@ -519,23 +529,49 @@ def make_agent(
         noise = jax.random.normal(key, mean.shape)
         return to_env(jnp.clip(mean + jnp.mean(state.exploration_noise) * noise, -1.0, 1.0))
 
-    def acting(state: TD3State, hp: HParams, update_idx: jax.Array) -> replay.Acting:
+    def acting(state: TD3State, hp: HParams, update_idx: jax.Array) -> TD3Acting:
         """The actors' part of ``state``: the actor, the normalizer, whether the buffer
-        still lacks the warm-up (``algo.learning_starts``) and the noise σ."""
+        still lacks the warm-up (``algo.learning_starts``), and the noise's σ (per_env:
+        the largest an env draws) and ρ of ``hp``."""
         warming = state.buffer.size < warmup * num_envs
-        return replay.Acting(state.actor_params, state.obs_stats, warming, state.exploration_noise)
+        sigma = jnp.asarray(hp.exploration_noise, jnp.float32)
+        return TD3Acting(state.actor_params, state.obs_stats, warming, sigma, hp.noise_correlation)
 
-    def behave(view: replay.Acting, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
-        """An actor's step outside the program (:mod:`jaxrl.actors`): uniform actions in
-        ``[-1, 1]`` during the warm-up, ``clip(μ(s) + σ ε, −1, 1)`` with white noise
-        after it; the stored action is the one in ``[-1, 1]``."""
-        key_uniform, key_noise = jax.random.split(key)
-        uniform = jax.random.uniform(key_uniform, obs.shape[:1] + (dim,), minval=-1.0, maxval=1.0)
+    def explore_carry(state: TD3State, batch_shape: tuple[int, ...]) -> jax.Array:
+        """Each env's exploration memory at an episode's start ``[*batch_shape, d + 2]``:
+        the AR(1) noise value (0, as an in-program run's first step starts from), σ, and
+        a flag (1) that makes the first step draw the episode's σ."""
+        return jnp.zeros((*batch_shape, dim + 2), jnp.float32).at[..., -1].set(1.0)
+
+    def behave(
+        view: TD3Acting, carry: jax.Array, obs: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, jax.Array, Behaviour]:
+        """An actor's step outside the program (:mod:`jaxrl.actors`) for ``n`` envs:
+        uniform actions in ``[-1, 1]`` during the warm-up (the memory kept for the
+        first step after it), ``clip(μ(s) + σ n_t, −1, 1)`` after it, ``n_t`` each env's
+        AR(1) noise of correlation ρ (:func:`correlated_noise`) and ``σ`` the run's, or
+        with ``noise_scales=per_env`` each env's own, drawn at its episode's first step
+        uniformly from ``[noise_min, σ]``. ``carry`` ``[n, d + 2]``
+        (:func:`explore_carry`); the stored action is the one in ``[-1, 1]``."""
+        key_uniform, key_noise, key_scale = jax.random.split(key, 3)
+        n = obs.shape[0]
+        uniform = jax.random.uniform(key_uniform, (n, dim), minval=-1.0, maxval=1.0)
+        noise = correlated_noise(carry[:, :dim], jax.random.normal(key_noise, (n, dim))[None], view.rho)[0]
+        fresh = carry[:, -1] > 0.5
+        if per_env:
+            drawn = jax.random.uniform(
+                key_scale, (n,), minval=algo.noise_min, maxval=jnp.maximum(view.sigma, algo.noise_min)
+            )
+            sigma = jnp.where(fresh, drawn, carry[:, dim])
+        else:
+            sigma = jnp.broadcast_to(view.sigma, (n,))
         x = normalize.normalize(view.obs_stats, obs) if algo.normalize_obs else obs
         mean = actor.apply(view.actor_params, x)
-        noisy = jnp.clip(mean + view.sigma * jax.random.normal(key_noise, mean.shape), -1.0, 1.0)
+        noisy = jnp.clip(mean + sigma[:, None] * noise, -1.0, 1.0)
         action = jnp.where(view.random, uniform, noisy)
-        return to_env(action), Behaviour(action, jnp.zeros(obs.shape[:1], jnp.float32))
+        after = jnp.concatenate([noise, sigma[:, None], jnp.zeros((n, 1), jnp.float32)], axis=-1)
+        after = jnp.where(view.random, carry, after)
+        return after, to_env(action), Behaviour(action, jnp.zeros((n,), jnp.float32))
 
     def warm(
         state: TD3State, batch: replay.Steps, hp: HParams, update_idx: jax.Array
@@ -555,20 +591,6 @@ def make_agent(
             lambda state, hp: store(*collect(state, hp, jnp.zeros((), jnp.int32))),
         ),
     )
-    if not env.steps_in_program and algo.noise_correlation != 0:  # the actors keep no per-env noise state
-        raise ConfigError(
-            "algo.noise_correlation",
-            algo.noise_correlation,
-            "needs each env's noise state between steps, which host envs' actors do not keep yet",
-            "pass algo.noise_correlation=0 (white noise)",
-        )
-    if not env.steps_in_program and per_env:
-        raise ConfigError(
-            "algo.noise_scales",
-            algo.noise_scales,
-            "needs each env's σ between steps, which host envs' actors do not keep yet",
-            "pass algo.noise_scales=fixed",
-        )
     return Agent(
         init,
         collect,
@@ -583,6 +605,7 @@ def make_agent(
         complete=lambda state, steps: replay.from_actors(steps, windows=windows),
         acting=acting,
         warm=warm,
+        explore_carry=explore_carry,
     )
 
 

@@ -159,6 +159,12 @@ class Agent(NamedTuple):
     # Host envs: every trajectory starts fresh episodes in all envs (the actors reset them
     # first, as the in-program collect does: REINFORCE counts each env's first episode).
     fresh_episodes: bool = False
+    # Host envs: each env's exploration memory at an episode's start (TD3's noise state and
+    # σ), ``explore_carry(state, batch_shape) -> carry``: ``behave`` then takes and returns
+    # it as a recurrent policy's does (``behave(view, carry, obs, key) -> (carry, env action,
+    # record)``); the actors keep it per env and restart it after an episode's end. ``act``
+    # and ``sample`` stay memoryless. None: no such memory.
+    explore_carry: InitCarry | None = None
 
     def update(self, state: State, hp: HParams, update_idx: Any) -> tuple[State, Metrics]:
         """``collect`` then ``learn``: the in-program update the trainer scans."""

@@ -233,6 +233,7 @@ class _Programs(NamedTuple):
     act: Any  # (states, obs [M, n, *obs], carry [M, n, C] | None) -> (carry, deterministic env action)
     view: Any  # (states, hparams, update) -> what the actors' policy reads for that update (None: the states)
     start_carry: Any  # (states, n) -> [M, n, C]: a recurrent policy's carry at an episode's start (None: memoryless)
+    actor_carry: Any  # (states, n) -> [M, n, C]: the actors' per-env carry at an episode's start (recurrent or explore)
 
 
 def warm_updates(run: HostRun) -> int:
@@ -262,7 +263,7 @@ def _programs(run: HostRun) -> _Programs:
 
     def policy(states, obs, key, step, *carry):
         keys = jax.random.split(jax.random.fold_in(key, step), members)
-        if carry:  # a recurrent policy: the carry goes in and comes back
+        if carry:  # each env's carry (a recurrent policy's, or exploration memory) goes in and comes back
             after, action, record = jax.vmap(agent.behave)(states, carry[0], obs, keys)
             return action, record, after
         return jax.vmap(agent.behave)(states, obs, keys)
@@ -273,12 +274,16 @@ def _programs(run: HostRun) -> _Programs:
         keys = jax.random.split(jax.random.key(0), members)
         return jax.vmap(step_fn)(states, carry, obs, keys)
 
-    start_carry = None
-    if agent.init_carry is not None:
+    def starting(init_carry: Any) -> Any:
+        if init_carry is None:
+            return None
 
         def start_carry(states: Any, n: int) -> np.ndarray:
-            return np.asarray(jax.vmap(lambda state: agent.init_carry(state, (n,)))(states))
+            return np.asarray(jax.vmap(lambda state: init_carry(state, (n,)))(states))
 
+        return start_carry
+
+    start_carry = starting(agent.init_carry)
     return _Programs(
         jax.jit(jax.vmap(agent.init)),
         jax.jit(jax.vmap(learn_one, in_axes=(0, 0, 0, None))),
@@ -286,6 +291,7 @@ def _programs(run: HostRun) -> _Programs:
         jax.jit(act),
         None if agent.acting is None else jax.jit(jax.vmap(agent.acting, in_axes=(0, 0, None))),
         start_carry,
+        start_carry if agent.explore_carry is None else starting(agent.explore_carry),
     )
 
 
@@ -298,7 +304,7 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
     obs = np.zeros((members, n, *run.spec.obs_shape), np.float32)
     key = jax.random.key(0)
     view = states if programs.view is None else programs.view(states, run.hparams, np.int32(0))
-    carry = () if programs.start_carry is None else (programs.start_carry(states, run.per_member),)
+    carry = () if programs.actor_carry is None else (programs.actor_carry(states, run.per_member),)
     action, record = jax.eval_shape(programs.policy, view, obs[:, : run.per_member], key, np.int32(0), *carry)[:2]
 
     def like(x: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -326,7 +332,7 @@ def _compile(run: HostRun, programs: _Programs, states: Any, actor_device: Any =
     episodes = run.config.eval.episodes
     eval_carry = None if programs.start_carry is None else programs.start_carry(states, episodes)
     act = programs.act.lower(states, np.zeros((members, episodes, *run.spec.obs_shape), np.float32), eval_carry)
-    return _Programs(programs.init, learn, policy, act.compile(), programs.view, programs.start_carry)
+    return programs._replace(learn=learn, policy=policy, act=act.compile())
 
 
 def evaluate_members(
@@ -776,7 +782,7 @@ def _run_host(
         states = jax.device_put(states, devices[-1])
     programs = _compile(run, programs, states, actor_device)
     compile_s = time.perf_counter() - t0
-    carry = None if programs.start_carry is None else programs.start_carry(states, run.per_member)
+    carry = None if programs.actor_carry is None else programs.actor_carry(states, run.per_member)
     pipeline = _pipeline(run, programs, start, stop_after_updates, actor_device, ray_started, log, carry)
     writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
     if resuming:
