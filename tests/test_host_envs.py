@@ -1269,6 +1269,9 @@ def test_td3s_actors_keep_each_envs_noise_and_scale_through_its_episodes(scales)
     n, steps = 2048, 30
     lengths = 4 + np.arange(n) % 9  # env i's episodes last 4–12 steps
     view = agent.acting(state, hp, np.int32(0))._replace(random=jnp.asarray(False))
+    # σ and ρ are the update's hyperparameters (a PBT step's changes reach the actors)
+    moved = agent.acting(state, hp.replace(exploration_noise=np.float32(0.3), noise_correlation=np.float32(0.5)), 0)
+    assert (float(moved.sigma), float(moved.rho)) == (pytest.approx(0.3), pytest.approx(0.5))
     behave = jax.jit(agent.behave)
     obs = np.zeros((n, 3), np.float32)  # the untrained actor's μ(0) = 0: the action is σ n_t, unclipped
     assert np.all(np.asarray(agent.network[0].apply(state.actor_params, obs)) == 0)
