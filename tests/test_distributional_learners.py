@@ -18,6 +18,7 @@ import pytest
 
 from jaxrl.algos import dqn
 from jaxrl.algos.qvalue import ValueHead, value_head
+from jaxrl.nets import cosine_features
 from jaxrl.nets.networks import MLP, ImplicitQuantileNetwork, QNetwork
 from jaxrl.rl import optim
 from tests.test_distributional import _project_loop  # Bellemare et al.'s Algorithm 1, float64
@@ -432,3 +433,17 @@ def test_sacs_categorical_critic_loss_equals_a_float64_loop():
     qs = _softmax(np.asarray(critic.apply(critic_params, batch.obs, action), np.float64)) @ z  # [2, B]
     want_actor = np.mean(0.3 * np.asarray(logp, np.float64) - qs.min(axis=0))
     assert float(a_loss) == pytest.approx(float(want_actor), rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 8, 64])
+def test_iqn_level_features_equal_float64_cosines(n):
+    """``cosine_features`` (argument reduced in turns, a Taylor polynomial) gives
+    ``cos(π i τ)`` within 1e-5 of float64 for levels across [0, 1] (the ends, the
+    acting midpoints and random draws), any leading shape."""
+    rng = np.random.default_rng(0)
+    taus = np.concatenate([[0.0, 1.0, 0.5, 1e-7, 1 - 1e-7], (2 * np.arange(1, 33) - 1) / 64, rng.random(400)])
+    taus = taus.astype(np.float32).reshape(19, 23)
+    got = np.asarray(cosine_features(jnp.asarray(taus), n), np.float64)
+    want = np.cos(np.pi * np.arange(n) * taus.astype(np.float64)[..., None])
+    assert got.shape == (19, 23, n)
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)

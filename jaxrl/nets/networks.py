@@ -14,6 +14,7 @@ makes all of a network's orthogonal kernels from one random draw.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -316,6 +317,30 @@ def q_head(
     return value + advantage - jnp.mean(advantage, axis=action_axis, keepdims=True)
 
 
+# Taylor coefficients of cos about 0, through r¹⁶ (|error| ≤ π¹⁸ / 18! ≈ 1.4e-7 on [−π, π])
+_COS_TAYLOR = tuple((-1) ** k / math.factorial(2 * k) for k in range(9))
+
+
+def cosine_features(taus: jax.Array, n: int) -> jax.Array:
+    """IQN's level features ``cos(π i τ)``, ``i = 0 … n − 1``: ``taus [...] →
+    [..., n]``.
+
+    The argument is reduced in turns, ``u = i τ / 2``, ``r = 2π (u − round(u))``
+    in ``[−π, π]``, and ``cos r`` is its Taylor polynomial through ``r¹⁶``
+    (Horner): elementwise multiply-adds that XLA fuses, where ``jnp.cos`` on
+    ``[B, K, n]`` is a large share of IQN's gradient step on a CPU. Reducing
+    ``u`` rather than the rounded product ``π i τ`` is also more accurate in
+    float32 (within 1e-5 of float64's ``cos(π i τ)`` for ``n ≤ 64``; tested)."""
+    i = jnp.arange(n, dtype=jnp.float32)
+    u = 0.5 * i * taus[..., None]
+    r = (u - jnp.round(u)) * np.float32(2.0 * np.pi)
+    r2 = r * r
+    acc = jnp.full_like(r2, _COS_TAYLOR[-1])
+    for c in reversed(_COS_TAYLOR[:-1]):
+        acc = acc * r2 + np.float32(c)
+    return acc
+
+
 class ImplicitQuantileNetwork(nn.Module):
     """IQN's return quantiles at given levels (Dabney, Ostrovski, Silver & Munos,
     2018, arXiv:1806.06923): ``(obs [..., *obs_shape], taus [..., K]) → [..., n, K]``.
@@ -339,8 +364,7 @@ class ImplicitQuantileNetwork(nn.Module):
             k = self.act_quantiles
             mid = (2.0 * jnp.arange(1, k + 1, dtype=jnp.float32) - 1.0) / (2.0 * k)
             taus = jnp.broadcast_to(mid, x.shape[:-1] + (k,))
-        i = jnp.arange(self.embedding_dim, dtype=jnp.float32)
-        cosines = jnp.cos(jnp.pi * i * taus[..., None])  # [..., K, E]
+        cosines = cosine_features(taus, self.embedding_dim)  # [..., K, E]
         width = x.shape[-1]
         phi = nn.relu(dense(width, np.sqrt(2.0), name="tau_embedding", perf=self.perf)(cosines))
         h = nn.relu(dense(width, np.sqrt(2.0), name="q_hidden", perf=self.perf)(x[..., None, :] * phi))
