@@ -189,7 +189,8 @@ class Acting(NamedTuple):
     actor_params: Any
     obs_stats: Any  # jaxrl.rl.normalize.RunningStats
     random: jax.Array  # bool []: the buffer holds less than the warm-up, act uniformly at random
-    sigma: jax.Array  # float32 []: TD3's exploration noise σ (SAC samples its own policy: 0)
+    sigma: jax.Array  # float32 []: TD3's exploration noise σ, per_env: the largest an env draws (SAC: 0)
+    rho: jax.Array  # float32 []: TD3's AR(1) noise correlation ρ (SAC: 0)
 
 
 def from_actors(steps: Any, item: Callable[[dict[str, jax.Array]], Any] | None = None, windows: bool = False) -> Steps:

@@ -538,7 +538,7 @@ def make_agent(
         """The actors' part of ``state``: the policy, the normalizer and whether the
         buffer still lacks the warm-up (``algo.learning_starts``)."""
         zero = jnp.zeros((), jnp.float32)
-        return replay.Acting(state.actor_params, state.obs_stats, state.buffer.size < warmup * num_envs, zero)
+        return replay.Acting(state.actor_params, state.obs_stats, state.buffer.size < warmup * num_envs, zero, zero)
 
     def behave(view: replay.Acting, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, Behaviour]:
         """An actor's step outside the program (:mod:`jaxrl.actors`): uniform actions in

@@ -155,16 +155,6 @@ class UpdateMetrics(NamedTuple):
 SCALAR = ValueHead()  # one value per critic
 
 
-class TD3Acting(NamedTuple):
-    """What the actors of a host env are handed of a TD3 member (``Agent.acting``)."""
-
-    actor_params: Any
-    obs_stats: Any  # jaxrl.rl.normalize.RunningStats
-    random: jax.Array  # bool []: the buffer holds less than the warm-up, act uniformly at random
-    sigma: jax.Array  # float32 []: the exploration noise σ (per_env: the largest an env draws)
-    rho: jax.Array  # float32 []: the AR(1) noise's correlation ρ
-
-
 def correlated_noise(last: jax.Array, white: jax.Array, rho: jax.Array) -> jax.Array:
     """AR(1) noise ``n_t = ρ n_{t−1} + √(1 − ρ²) ε_t`` over ``T`` steps.
 
@@ -529,13 +519,13 @@ def make_agent(
         noise = jax.random.normal(key, mean.shape)
         return to_env(jnp.clip(mean + jnp.mean(state.exploration_noise) * noise, -1.0, 1.0))
 
-    def acting(state: TD3State, hp: HParams, update_idx: jax.Array) -> TD3Acting:
+    def acting(state: TD3State, hp: HParams, update_idx: jax.Array) -> replay.Acting:
         """The actors' part of ``state``: the actor, the normalizer, whether the buffer
         still lacks the warm-up (``algo.learning_starts``), and the noise's σ (per_env:
         the largest an env draws) and ρ of ``hp``."""
         warming = state.buffer.size < warmup * num_envs
         sigma = jnp.asarray(hp.exploration_noise, jnp.float32)
-        return TD3Acting(state.actor_params, state.obs_stats, warming, sigma, hp.noise_correlation)
+        return replay.Acting(state.actor_params, state.obs_stats, warming, sigma, hp.noise_correlation)
 
     def explore_carry(state: TD3State, batch_shape: tuple[int, ...]) -> jax.Array:
         """Each env's exploration memory at an episode's start ``[*batch_shape, d + 2]``:
@@ -544,7 +534,7 @@ def make_agent(
         return jnp.zeros((*batch_shape, dim + 2), jnp.float32).at[..., -1].set(1.0)
 
     def behave(
-        view: TD3Acting, carry: jax.Array, obs: jax.Array, key: jax.Array
+        view: replay.Acting, carry: jax.Array, obs: jax.Array, key: jax.Array
     ) -> tuple[jax.Array, jax.Array, Behaviour]:
         """An actor's step outside the program (:mod:`jaxrl.actors`) for ``n`` envs:
         uniform actions in ``[-1, 1]`` during the warm-up (the memory kept for the
