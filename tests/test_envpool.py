@@ -215,6 +215,24 @@ def test_the_docs_atari_command_runs_the_nature_cnn(home):
     assert -21.0 <= final <= 21.0  # a whole-game Pong score, unclipped
 
 
+@pytest.mark.parametrize(
+    "command",
+    ["python -m jaxrl.train env=envpool:HalfCheetah-v4 seeds=4", "python -m jaxrl.train env=envpool:Hopper-v4 seeds=4"],
+)
+def test_the_docs_mujoco_commands_take_the_mujoco_preset(home, command):
+    """The MuJoCo figures' commands at a CI budget: CleanRL's continuous PPO preset
+    (8 envs × 256 steps, 10 epochs × 32 minibatches, normalized observations and
+    rewards), one update of 4 seeds in one learner, the pipeline's report."""
+    proc = run(command, home, COMMANDS[command])
+    run_dir, summary = _finished(proc, 4)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    algo = config["algo"]
+    assert config["num_envs"] == 8
+    assert (algo["num_steps"], algo["update_epochs"], algo["num_minibatches"]) == (256, 10, 32)
+    assert algo["normalize_obs"] and algo["normalize_reward"] and algo["squash"] == "clip"
+    assert summary["env"] == command.split("env=")[1].split()[0] and summary["num_updates"] == 1
+
+
 def test_bad_envpool_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch):
     from jaxrl import train
 

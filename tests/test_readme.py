@@ -224,6 +224,19 @@ COMMANDS: dict[str, dict[str, str] | None] = {
         "eval.episodes": "1",
         "eval.max_steps": "100",
     },
+    # the MuJoCo preset through envpool (docs/host-envs.md's figures): its first update (tests/test_envpool.py)
+    "python -m jaxrl.train env=envpool:HalfCheetah-v4 seeds=4": {
+        "total_timesteps": "2048",
+        "num_evals": "1",
+        "eval.episodes": "1",
+        "eval.max_steps": "100",
+    },
+    "python -m jaxrl.train env=envpool:Hopper-v4 seeds=4": {
+        "total_timesteps": "2048",
+        "num_evals": "1",
+        "eval.episodes": "1",
+        "eval.max_steps": "100",
+    },
     "pip install -e '.[atari]'": None,  # the dev extras `make test` installs include envpool and ale-py
     # ale-py's Atari through gymnasium: the preset's smoke run (tests/test_host_envs.py)
     "python -m jaxrl.train env=gymnasium:ALE/Breakout-v5 seeds=1": {
