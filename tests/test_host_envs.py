@@ -945,7 +945,18 @@ def test_a2c_and_reinforce_learn_from_actors_steps_as_from_their_own_rollout(tmp
     assert summary["pipeline"]["lag_max"] == 0  # the host preset: lock-step (no behaviour correction)
     assert resolve(["env=gymnasium:CartPole-v1", f"algo={algo}", "actor.sync=false"]).actor.sync is False
     assert [r["update"] for r in rows if r["type"] == "update"][-1] == 8
-    assert lever_of("learner-bound", config.algo).startswith("longer rollouts")  # one gradient step per rollout
+    assert lever_of("learner-bound", config).startswith("longer rollouts")  # one gradient step per rollout
+
+
+def test_the_rollout_bound_lever_names_only_what_the_run_can_change():
+    """Async vector envs are suggested for gymnasium's sync ones only: envpool steps
+    its pool in its own threads, and async envs are already async."""
+    from jaxrl.run.host import lever_of
+    from jaxrl.run.overrides import resolve
+
+    assert "actor.envs=async" in lever_of("rollout-bound", resolve(["env=gymnasium:CartPole-v1"]))
+    for args in (["env=gymnasium:CartPole-v1", "actor.envs=async"], ["env=envpool:CartPole-v1"]):
+        assert lever_of("rollout-bound", resolve(args)) == "more actor threads (actor.threads) or more envs (num_envs)"
 
 
 @pytest.mark.parametrize("algo, n_step", [("sac", 1), ("td3", 1), ("td3", 3)])

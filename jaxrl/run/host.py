@@ -482,17 +482,22 @@ def _pbt_step(run: HostRun, states: Any, returns: np.ndarray, chunk: int, more: 
 RAY_LEVER = "more env runners (actor.runners, on more nodes: actor.address) or envs per runner (actor.envs_per_runner)"
 
 
-def lever_of(word: str, algo: Any, kind: str = "threads") -> str:
+def lever_of(word: str, config: Config) -> str:
     """What to change for a run with ``word``'s verdict; a learner-bound replay
     learner's lever is its gradient steps per env step (``algo.utd``), that of
     one gradient step per rollout (A2C, IMPALA) longer rollouts; a rollout-bound run on
-    Ray env runners adds runners."""
+    Ray env runners adds runners, one on gymnasium's sync vector envs may also
+    step them in processes (envpool's pool has its own threads)."""
+    algo = config.algo
     if word == "learner-bound" and hasattr(algo, "utd"):
         return "fewer gradient steps per env step (algo.utd) or a smaller batch (algo.batch_size)"
     if word == "learner-bound" and not hasattr(algo, "update_epochs"):  # one gradient step per rollout (A2C, IMPALA)
         return "longer rollouts (algo.num_steps: fewer, larger updates) or a smaller network"
-    if word == "rollout-bound" and kind == "ray":
+    if word == "rollout-bound" and config.actor.kind == "ray":
         return RAY_LEVER
+    gymnasium_sync = config.env.name.lower().startswith("gymnasium:") and config.actor.envs == "sync"
+    if word == "rollout-bound" and not gymnasium_sync:
+        return "more actor threads (actor.threads) or more envs (num_envs)"
     return LEVERS[word]
 
 
@@ -516,7 +521,7 @@ def _pipeline_totals(reports: list[UpdateReport], config: Config, members: int) 
         "steps_per_s": round(sum(r.steps_per_s for r in reports) / n, 1),
         "stale_share": round(stale / (stale + learned), 4) if stale else 0.0,
         "verdict": word,
-        "lever": lever_of(word, config.algo, config.actor.kind),
+        "lever": lever_of(word, config),
     }
     if ray:
         out.update(
