@@ -331,6 +331,7 @@ COMMANDS: dict[str, dict[str, str] | None] = {
     },
     # the preset's full budget on 2 seeds (the learning tier; make test: a smoke budget)
     "python -m jaxrl.train env=mountaincar algo=qrdqn seeds=16": {"seeds": "2", "num_evals": "2", "eval.episodes": "4"},
+    "python -m jaxrl.train env=mountaincar algo=c51 seeds=4": {"seeds": "2", "num_evals": "2", "eval.episodes": "4"},
     "python -m jaxrl.train env=acrobot algo=pqn seeds=8": {"seeds": "4", "num_evals": "2", "eval.episodes": "4"},
     "python -m jaxrl.train env=mountaincar algo=pqn seeds=8": {"seeds": "2", "num_evals": "2", "eval.episodes": "4"},
     "python -m jaxrl.train env=mountaincar-continuous algo=td3 seeds=8": {
@@ -386,6 +387,7 @@ CI_BUDGETS: dict[str, dict[str, str]] = {
     "python -m jaxrl.train env=acrobot algo=rainbow seeds=8": _SMOKE_DQN,
     "python -m jaxrl.train env=acrobot algo=qrdqn seeds=8": {"seeds": "2", "total_timesteps": "2000", **_SMOKE},
     "python -m jaxrl.train env=mountaincar algo=qrdqn seeds=16": {"seeds": "2", "total_timesteps": "2000", **_SMOKE},
+    "python -m jaxrl.train env=mountaincar algo=c51 seeds=4": {"seeds": "2", "total_timesteps": "2000", **_SMOKE},
     "python -m jaxrl.train env=acrobot algo=pqn seeds=8": {"seeds": "2", "total_timesteps": "8192", **_SMOKE},
     "python -m jaxrl.train env=mountaincar algo=pqn seeds=8": {"seeds": "2", "total_timesteps": "8192", **_SMOKE},
     "python -m jaxrl.train env=Breakout-MinAtar algo=pqn seeds=2": {"total_timesteps": "8192", **_SMOKE},
