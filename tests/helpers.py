@@ -264,3 +264,12 @@ def python_with_only(root: Path, *distributions: str) -> tuple[list[str], dict[s
                 (site / top).symlink_to(source)
     env = {**user_env(), "PYTHONPATH": str(site)}
     return [sys.executable, "-S", "-P"], env  # no site-packages, nor the working directory on the path
+
+
+def assert_mujoco_preset(config: dict) -> None:
+    """A run's config.yaml holds the MuJoCo preset (CleanRL's continuous PPO: 8 envs ×
+    256 steps, 10 epochs × 32 minibatches, normalized observations and rewards, clipped actions)."""
+    algo = config["algo"]
+    assert config["num_envs"] == 8
+    assert (algo["num_steps"], algo["update_epochs"], algo["num_minibatches"]) == (256, 10, 32)
+    assert algo["normalize_obs"] and algo["normalize_reward"] and algo["squash"] == "clip"

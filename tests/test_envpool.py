@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.helpers import run, run_dir_of
+from tests.helpers import assert_mujoco_preset, run, run_dir_of
 from tests.test_readme import COMMANDS
 
 envpool = pytest.importorskip("envpool")
@@ -225,11 +225,7 @@ def test_the_docs_mujoco_commands_take_the_mujoco_preset(home, command):
     rewards), one update of 4 seeds in one learner, the pipeline's report."""
     proc = run(command, home, COMMANDS[command])
     run_dir, summary = _finished(proc, 4)
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    algo = config["algo"]
-    assert config["num_envs"] == 8
-    assert (algo["num_steps"], algo["update_epochs"], algo["num_minibatches"]) == (256, 10, 32)
-    assert algo["normalize_obs"] and algo["normalize_reward"] and algo["squash"] == "clip"
+    assert_mujoco_preset(yaml.safe_load((run_dir / "config.yaml").read_text()))
     assert summary["env"] == command.split("env=")[1].split()[0] and summary["num_updates"] == 1
 
 

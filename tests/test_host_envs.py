@@ -27,7 +27,7 @@ from jaxrl import train
 from jaxrl.actors.sebulba import MARGIN, STEP_FIELDS, _Raw, take_columns, verdict
 from jaxrl.envs import host
 from tests import toy_host_envs  # noqa: F401  (registers the toy envs here too)
-from tests.helpers import EXPORTED, EXPORTED_RECURRENT, REPO, run, run_dir_of, user_env
+from tests.helpers import EXPORTED, EXPORTED_RECURRENT, REPO, assert_mujoco_preset, run, run_dir_of, user_env
 from tests.test_readme import COMMANDS, floors_apply
 
 TOY = "env.module=tests.toy_host_envs"
@@ -694,10 +694,8 @@ def test_the_docs_mujoco_command_takes_the_mujoco_preset(home):
     proc = run(DOCS_MUJOCO, home, COMMANDS[DOCS_MUJOCO])
     run_dir = run_dir_of(proc)
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert config["num_envs"] == 8 and config["total_timesteps"] == 2048  # the budget: the CI override
-    algo = config["algo"]
-    assert (algo["num_steps"], algo["update_epochs"], algo["num_minibatches"]) == (256, 10, 32)
-    assert algo["normalize_obs"] and algo["normalize_reward"] and algo["squash"] == "clip"
+    assert config["total_timesteps"] == 2048  # the budget: the CI override
+    assert_mujoco_preset(config)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env"] == "gymnasium:HalfCheetah-v5" and summary["num_updates"] == 1
     assert len(summary["final_eval_return"]) == 4 and all(np.isfinite(summary["final_eval_return"]))
